@@ -1,0 +1,113 @@
+package stackcapture
+
+import (
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// MaxDepth is the most frames a captured stack keeps.
+const MaxDepth = 32
+
+// Frame-pointer walking is calibrated once against runtime.Callers: the
+// number of frames between getfp's result and CallerPC's own frame depends
+// on whether the compiler calls the assembly through an ABI wrapper, and a
+// mismatch of any kind turns the fast path off for good.
+var (
+	calibrateOnce sync.Once
+	fpHops        int  // frames to step over before CallerPC's own frame
+	fpUsable      bool // the walk agreed with runtime.Callers
+)
+
+func calibrate() {
+	if !haveFramePointers {
+		return
+	}
+	for hops := 0; hops < 4; hops++ {
+		fast, slow := calibrateOuter(hops)
+		if fast != 0 && fast == slow {
+			fpHops, fpUsable = hops, true
+			return
+		}
+	}
+}
+
+//go:noinline
+func calibrateOuter(hops int) (fast, slow uintptr) {
+	return calibrateInner(hops)
+}
+
+// calibrateInner compares the return address into calibrateOuter found by
+// walking hops+1 frame pointers with the one runtime.Callers reports.
+//
+//go:noinline
+func calibrateInner(hops int) (fast, slow uintptr) {
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:]) // 0 Callers, 1 calibrateInner, 2 calibrateOuter
+	return fpWalk(hops, 1), pcs[0]
+}
+
+// fpWalk returns the return address skip frames above the function that
+// called fpWalk, stepping over hops extra frames first. It makes no calls
+// after getfp, so the goroutine's stack cannot move under it.
+//
+//go:noinline
+func fpWalk(hops, skip int) uintptr {
+	fp := getfp()
+	for n := hops + skip; n > 0 && fp != nil; n-- {
+		fp = *(*unsafe.Pointer)(fp)
+	}
+	if fp == nil {
+		return 0
+	}
+	// The return address sits one word above the saved frame pointer.
+	return *(*uintptr)(unsafe.Add(fp, unsafe.Sizeof(uintptr(0))))
+}
+
+// CallerPC returns the return program counter of the call made by the
+// frame skip levels up, where skip 0 is the function calling CallerPC:
+// CallerPC(0) is a PC inside that function, at its call of CallerPC.
+// Frames are physical here: a wrapper the compiler generates (for a go
+// statement or a method value) counts as a frame, where runtime.Callers
+// would hide it. The finalizerwatch entry points call CallerPC(1) from
+// noinline functions called directly by user code, so that never matters
+// there.
+//
+// The result can be interned like any captured stack (a stack of depth one)
+// and symbolizes to the calling line, inlined functions expanded.
+//
+// Where frame pointers can be trusted (amd64 and arm64, checked once
+// against runtime.Callers) it costs a few nanoseconds; elsewhere it falls
+// back to runtime.Callers. It returns 0 if the stack is shallower than skip.
+//
+//go:noinline
+func CallerPC(skip int) uintptr {
+	if skip < 0 {
+		panic("stackcapture.CallerPC: negative skip")
+	}
+	calibrateOnce.Do(calibrate)
+	if fpUsable {
+		// +1 steps from CallerPC's frame to its caller's.
+		return fpWalk(fpHops, skip+1)
+	}
+	var pcs [1]uintptr
+	// 0 runtime.Callers, 1 CallerPC, 2 CallerPC's caller.
+	if runtime.Callers(skip+2, pcs[:]) == 0 {
+		return 0
+	}
+	return pcs[0]
+}
+
+// Callers fills pcs with the return program counters of the calling
+// goroutine's stack, starting skip levels up (skip 0 is the function
+// calling Callers), and returns how many it wrote. It uses
+// runtime.Callers, whose unwinder is safe across cgo and assembly frames.
+//
+//go:noinline
+func Callers(skip int, pcs []uintptr) int {
+	if skip < 0 {
+		panic("stackcapture.Callers: negative skip")
+	}
+	// 0 runtime.Callers, 1 Callers, 2 Callers's caller.
+	return runtime.Callers(skip+2, pcs)
+}

@@ -1,0 +1,35 @@
+// Package stackcapture captures call stacks cheaply, interns them in a
+// bounded table and symbolizes them lazily.
+//
+// A registration hot path needs two things from the stack: the call site
+// (one program counter) on every call, and now and then the whole stack.
+// CallerPC returns the first by walking one or two frame pointers, which
+// costs a few nanoseconds where runtime.Callers costs about a hundred;
+// Callers returns the second. Table interns captured stacks by hash, so a
+// stack seen a million times is stored once, and refuses new stacks past
+// its limit, folding them into one overflow stack that it counts.
+// Symbolization (runtime.CallersFrames) runs once per stack, the first time
+// a report asks for it.
+//
+//	var pcs [stackcapture.MaxDepth]uintptr
+//	n := stackcapture.Callers(0, pcs[:])
+//	s := table.Intern(pcs[:n])
+//	fmt.Println(s.Site()) // main.handle /src/app/main.go:42
+//
+// # Skip
+//
+// Every function that takes a skip counts it the same way: skip 0 is the
+// function that called CallerPC or Callers, skip 1 is its caller, and so
+// on. Frames are counted as the runtime.Callers documentation does, except
+// that a function inlined into its caller shares the caller's frame; the
+// functions of this module that sit on a capture path are marked noinline
+// so that their skip counts are exact.
+//
+// # Sites
+//
+// A stack's site is its first frame outside the Go runtime and outside
+// gcprobe's own library code (tests and examples of this module count as
+// user code). It is reported as "function file:line".
+//
+// All exported functions and methods are safe for concurrent use.
+package stackcapture

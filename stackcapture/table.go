@@ -1,0 +1,147 @@
+package stackcapture
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gcprobe/probe/internal/bounded"
+)
+
+// DefaultLimit is the number of distinct stacks a Table keeps by default.
+const DefaultLimit = 4096
+
+// Stack is an interned stack. Its methods symbolize on first use and cache
+// the result.
+type Stack struct {
+	pcs      []uintptr
+	overflow bool
+
+	once   sync.Once
+	frames []Frame
+	site   Frame
+}
+
+// PCs returns the stack's return program counters, innermost first. The
+// caller must not modify the slice.
+func (s *Stack) PCs() []uintptr { return s.pcs }
+
+// Overflow reports whether s is the table's overflow stack, which stands for
+// every stack the table had no room for.
+func (s *Stack) Overflow() bool { return s.overflow }
+
+func (s *Stack) resolve() {
+	s.once.Do(func() {
+		if s.overflow {
+			s.site = Frame{Function: "gcprobe.overflow", File: "(stack table full)"}
+			s.frames = []Frame{s.site}
+			return
+		}
+		s.frames = symbolize(s.pcs)
+		s.site = siteOf(s.frames)
+	})
+}
+
+// Frames returns the symbolized frames, innermost first, inlined calls
+// expanded. The caller must not modify the slice.
+func (s *Stack) Frames() []Frame {
+	s.resolve()
+	return s.frames
+}
+
+// Site returns the stack's first frame outside the runtime and gcprobe.
+func (s *Stack) Site() Frame {
+	s.resolve()
+	return s.site
+}
+
+// key is a stack's identity: its PCs in a fixed array, so that building a
+// key allocates nothing and keys compare with ==.
+type key struct {
+	n   int
+	pcs [MaxDepth]uintptr
+}
+
+// Table interns stacks. The zero value is not usable; call NewTable.
+type Table struct {
+	m        *bounded.Map[key, Stack]
+	overflow Stack
+}
+
+// Option configures a Table.
+type Option func(*config) error
+
+type config struct {
+	limit int
+}
+
+// WithLimit sets how many distinct stacks the table keeps (default
+// DefaultLimit). Past it, new stacks are folded into the overflow stack.
+func WithLimit(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("stackcapture: WithLimit: limit must be > 0, got %d", n)
+		}
+		c.limit = n
+		return nil
+	}
+}
+
+// NewTable returns an empty table.
+func NewTable(opts ...Option) (*Table, error) {
+	c := config{limit: DefaultLimit}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("stackcapture: NewTable: nil Option")
+		}
+		if err := o(&c); err != nil {
+			return nil, err
+		}
+	}
+	t := &Table{m: bounded.New[key, Stack](c.limit)}
+	t.overflow.overflow = true
+	return t, nil
+}
+
+// Intern returns the stack for pcs, storing it on first sight. Stacks
+// deeper than MaxDepth are cut to MaxDepth. When the table is full, a new
+// stack is not stored and Intern returns the overflow stack. Interning a
+// stack already in the table allocates nothing.
+func (t *Table) Intern(pcs []uintptr) *Stack {
+	var k key
+	k.n = copy(k.pcs[:], pcs)
+	h := hashPCs(k.pcs[:k.n])
+	s := t.m.LoadOrInit(h, k, func(s *Stack) {
+		s.pcs = append([]uintptr(nil), k.pcs[:k.n]...)
+	})
+	if s == nil {
+		return &t.overflow
+	}
+	return s
+}
+
+// Len returns the number of distinct stacks stored.
+func (t *Table) Len() int { return t.m.Len() }
+
+// Limit returns the most stacks the table stores.
+func (t *Table) Limit() int { return t.m.Limit() }
+
+// Overflowed returns how many interns were refused for lack of room and
+// folded into the overflow stack.
+func (t *Table) Overflowed() uint64 { return t.m.Overflow() }
+
+// hashPCs mixes the PCs with a multiply-xorshift; it needs to spread
+// return addresses, not resist an adversary.
+func hashPCs(pcs []uintptr) uint64 {
+	h := uint64(len(pcs)) * 0x9e3779b97f4a7c15
+	for _, pc := range pcs {
+		h ^= uint64(pc)
+		h *= 0xbf58476d1ce4e5b9
+		h ^= h >> 31
+	}
+	return h
+}
+
+// HashPC hashes a single PC the way Intern hashes a one-frame stack. It is
+// for callers that keep their own tables keyed by call site.
+func HashPC(pc uintptr) uint64 { return hashPCs([]uintptr{pc}) }
