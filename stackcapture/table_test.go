@@ -31,7 +31,6 @@ func TestInternSymbolizesSite(t *testing.T) {
 	}
 }
 
-
 func TestInternDedupes(t *testing.T) {
 	tab, _ := NewTable(WithLimit(8))
 	a := tab.Intern([]uintptr{1, 2, 3})
