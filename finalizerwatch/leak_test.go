@@ -1,0 +1,268 @@
+package finalizerwatch
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"weak"
+)
+
+// thing is big enough never to be tiny-allocated.
+type thing struct {
+	p   *int
+	buf [48]byte
+}
+
+var leakedThings = map[int]*thing{}
+
+// plantSelfLeak registers finalizers whose closures reach their own
+// objects: the objects can never be collected.
+func plantSelfLeak(w *Watcher, n int) {
+	for range n {
+		o := &thing{}
+		w.SetFinalizer(o, func(*thing) { _ = o.buf }) // marker: self-leak
+	}
+}
+
+// plantMapLeak keeps its objects in a global map.
+func plantMapLeak(w *Watcher, n int) {
+	for i := range n {
+		o := &thing{}
+		w.SetFinalizer(o, func(*thing) {}) // marker: map-leak
+		leakedThings[i] = o
+	}
+}
+
+// churn registers and drops n objects.
+func churn(w *Watcher, n int) {
+	for range n {
+		w.SetFinalizer(&thing{}, func(*thing) {}) // marker: churn
+	}
+}
+
+func churnCleanups(w *Watcher, n int) {
+	for i := range n {
+		AddCleanupTo(w, &thing{}, func(int) {}, i) // marker: churn-cleanups
+	}
+}
+
+func TestTopNamesPlantedLeaks(t *testing.T) {
+	w := newWatcher(t)
+	t.Cleanup(func() { clear(leakedThings) })
+	plantSelfLeak(w, 10)
+	plantMapLeak(w, 7)
+	churn(w, 2000)
+	churnCleanups(w, 2000)
+	selfLine := markerLine(t, "leak_test.go", "self-leak")
+	mapLine := markerLine(t, "leak_test.go", "map-leak")
+	churnLine := markerLine(t, "leak_test.go", "churn")
+	cleanLine := markerLine(t, "leak_test.go", "churn-cleanups")
+
+	awaitCycles(t, w, 5)
+	await(t, "healthy sites to drain", func() bool {
+		a, _ := siteByLine(w.Sites(), churnLine)
+		b, _ := siteByLine(w.Sites(), cleanLine)
+		return a.Outstanding == 0 && b.Outstanding == 0
+	})
+
+	top := w.Top(3)
+	if len(top) != 3 {
+		t.Fatalf("Top(3) returned %d sites", len(top))
+	}
+	for i, want := range []struct {
+		line       int
+		registered uint64
+	}{{selfLine, 10}, {mapLine, 7}} {
+		s := top[i]
+		if s.Site.Line != want.line || !strings.HasSuffix(s.Site.File, "leak_test.go") {
+			t.Fatalf("Top(3)[%d] = %v, want leak_test.go:%d\nTop: %v", i, s.Site, want.line, top)
+		}
+		if s.Registered != want.registered || s.Outstanding != want.registered || s.Suspect != want.registered {
+			t.Errorf("%v: registered %d outstanding %d suspect %d, want %d of each", s.Site, s.Registered, s.Outstanding, s.Suspect, want.registered)
+		}
+		if s.Executed != 0 || s.Kind != KindFinalizer || s.Score <= 0 {
+			t.Errorf("%v: executed %d kind %v score %v", s.Site, s.Executed, s.Kind, s.Score)
+		}
+	}
+	if !strings.Contains(top[0].Site.Function, "plantSelfLeak") || !strings.Contains(top[1].Site.Function, "plantMapLeak") {
+		t.Errorf("sites name %q and %q", top[0].Site.Function, top[1].Site.Function)
+	}
+	for _, line := range []int{churnLine, cleanLine} {
+		s, ok := siteByLine(w.Sites(), line)
+		if !ok {
+			t.Fatalf("no site for line %d", line)
+		}
+		if s.Registered != 2000 || s.Executed != 2000 || s.Outstanding != 0 || s.Suspect != 0 || s.Score != 0 {
+			t.Errorf("healthy %v: registered %d executed %d outstanding %d suspect %d score %v", s.Site, s.Registered, s.Executed, s.Outstanding, s.Suspect, s.Score)
+		}
+		if s.Duration.Count != 2000 {
+			t.Errorf("healthy %v: %d run times observed, want 2000", s.Site, s.Duration.Count)
+		}
+	}
+}
+
+func TestSuspectsAgeWithCycles(t *testing.T) {
+	var w *Watcher
+	t.Cleanup(func() { clear(leakedThings) })
+	line := markerLine(t, "leak_test.go", "map-leak")
+	// A GC may run at any time; retry until the registrations were made
+	// within one cycle, so their age is known exactly.
+	var born uint64
+	for {
+		clear(leakedThings)
+		w = newWatcher(t, WithSuspectCycles(2))
+		born = w.Cycles(KindFinalizer)
+		plantMapLeak(w, 3)
+		if w.Cycles(KindFinalizer) == born {
+			break
+		}
+	}
+	ageIs := func(age uint64) {
+		t.Helper()
+		for {
+			now := w.Cycles(KindFinalizer)
+			s, _ := siteByLine(w.Sites(), line)
+			if w.Cycles(KindFinalizer) != now {
+				continue // a cycle ended while reading
+			}
+			if now-born != age {
+				t.Fatalf("%d cycles passed, want %d", now-born, age)
+			}
+			var wantSuspect uint64
+			if age >= 2 {
+				wantSuspect = 3
+			}
+			if s.Survived[age] != 3 || s.Suspect != wantSuspect || s.Outstanding != 3 {
+				t.Fatalf("after %d cycles: survived %v suspect %d outstanding %d", age, s.Survived, s.Suspect, s.Outstanding)
+			}
+			return
+		}
+	}
+	ageIs(0)
+	awaitCycles(t, w, 1)
+	ageIs(1)
+	awaitCycles(t, w, 1)
+	ageIs(2)
+	s, _ := siteByLine(w.Sites(), line)
+	if s.Score != 3 {
+		t.Fatalf("score %v after 2 cycles, want 3", s.Score)
+	}
+	// Past the ring's window the ages pool in the last bucket.
+	awaitCycles(t, w, AgeBuckets)
+	s, _ = siteByLine(w.Sites(), line)
+	if s.Survived[AgeBuckets-1] != 3 || s.Suspect != 3 || s.Outstanding != 3 {
+		t.Fatalf("after %d cycles: survived %v suspect %d", AgeBuckets+2, s.Survived, s.Suspect)
+	}
+	if want := 3 * float64(AgeBuckets-1-2+1); s.Score != want {
+		t.Fatalf("score %v, want %v", s.Score, want)
+	}
+}
+
+func TestClearingLeavesNothingOutstanding(t *testing.T) {
+	w := newWatcher(t)
+	objs := make([]*thing, 5)
+	for i := range objs {
+		objs[i] = &thing{}
+		w.SetFinalizer(objs[i], func(*thing) { t.Error("cleared finalizer ran") }) // marker: cleared
+	}
+	for _, o := range objs {
+		w.SetFinalizer(o, nil)
+	}
+	var got []int
+	var cleanups []Cleanup
+	for i := range 4 {
+		c := AddCleanupTo(w, &thing{}, func(arg int) { got = append(got, arg) }, 100+i) // marker: stopped
+		cleanups = append(cleanups, c)
+	}
+	for _, c := range cleanups[:3] {
+		c.Stop()
+		c.Stop() // a second Stop changes nothing
+	}
+	objs = nil
+	finLine := markerLine(t, "leak_test.go", "cleared")
+	cleanLine := markerLine(t, "leak_test.go", "stopped")
+	await(t, "the one cleanup left to run", func() bool {
+		s, _ := siteByLine(w.Sites(), cleanLine)
+		return s.Executed == 1
+	})
+	fin, _ := siteByLine(w.Sites(), finLine)
+	if fin.Registered != 5 || fin.Cleared != 5 || fin.Outstanding != 0 || fin.Executed != 0 {
+		t.Errorf("finalizers: %+v", fin)
+	}
+	cl, _ := siteByLine(w.Sites(), cleanLine)
+	if cl.Registered != 4 || cl.Cleared != 3 || cl.Executed != 1 || cl.Outstanding != 0 || cl.Kind != KindCleanup {
+		t.Errorf("cleanups: registered %d cleared %d executed %d outstanding %d", cl.Registered, cl.Cleared, cl.Executed, cl.Outstanding)
+	}
+	if len(got) != 1 || got[0] != 103 {
+		t.Errorf("cleanup received %v, want [103]", got)
+	}
+	if n := w.objs.len(); n != 0 {
+		t.Errorf("address table holds %d entries after clearing", n)
+	}
+}
+
+func TestFinalizerReceivesItsObject(t *testing.T) {
+	w := newWatcher(t)
+	type named *thing
+	results := make(chan string, 4)
+	mk := func(tag byte) *thing { o := &thing{}; o.buf[0] = tag; return o }
+	w.SetFinalizer(mk('p'), func(o *thing) { results <- "ptr:" + string(o.buf[0]) })
+	w.SetFinalizer(mk('a'), func(o any) { results <- "any:" + string(o.(*thing).buf[0]) })
+	w.SetFinalizer(mk('r'), func(o *thing) int { results <- "ret:" + string(o.buf[0]); return 1 })
+	w.SetFinalizer(mk('n'), func(o named) { results <- "named:" + string((*thing)(o).buf[0]) })
+	seen := map[string]bool{}
+	await(t, "four finalizers", func() bool {
+		for {
+			select {
+			case r := <-results:
+				seen[r] = true
+			default:
+				return len(seen) == 4
+			}
+		}
+	})
+	for _, want := range []string{"ptr:p", "any:a", "ret:r", "named:n"} {
+		if !seen[want] {
+			t.Errorf("missing %s in %v", want, seen)
+		}
+	}
+}
+
+type closer interface{ Close() }
+
+func (*thing) Close() {}
+
+func TestFinalizerWithInterfaceParameter(t *testing.T) {
+	w := newWatcher(t)
+	ran := make(chan bool, 1)
+	w.SetFinalizer(&thing{}, func(c closer) { _, ok := c.(*thing); ran <- ok })
+	await(t, "the finalizer", func() bool { return len(ran) == 1 })
+	if !<-ran {
+		t.Fatal("finalizer got the wrong object")
+	}
+}
+
+// The watcher must not keep registered objects alive: they are collected
+// exactly as with the runtime's own calls.
+func TestNothingKeptAlive(t *testing.T) {
+	w := newWatcher(t)
+	tests := []struct {
+		name     string
+		register func(*thing)
+	}{
+		{"runtime.SetFinalizer", func(o *thing) { runtime.SetFinalizer(o, func(*thing) {}) }},
+		{"Watcher.SetFinalizer", func(o *thing) { w.SetFinalizer(o, func(*thing) {}) }},
+		{"runtime.AddCleanup", func(o *thing) { runtime.AddCleanup(o, func(int) {}, 0) }},
+		{"AddCleanupTo", func(o *thing) { AddCleanupTo(w, o, func(int) {}, 0) }},
+		{"AddCleanupTo, then Stop", func(o *thing) { AddCleanupTo(w, o, func(int) {}, 0).Stop() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &thing{}
+			tt.register(o)
+			wp := weak.Make(o)
+			o = nil
+			await(t, "the object to be collected", func() bool { return wp.Value() == nil })
+		})
+	}
+}

@@ -1,0 +1,81 @@
+package finalizerwatch
+
+import (
+	"os"
+	"strings"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newWatcher returns a Watcher that the test closes.
+func newWatcher(t testing.TB, opts ...Option) *Watcher {
+	t.Helper()
+	w, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.init()
+	t.Cleanup(w.Close)
+	return w
+}
+
+// awaitCycles forces GC until both of w's clocks have advanced n cycles.
+func awaitCycles(t testing.TB, w *Watcher, n uint64) {
+	t.Helper()
+	want := [2]uint64{w.Cycles(KindFinalizer) + n, w.Cycles(KindCleanup) + n}
+	deadline := time.Now().Add(20 * time.Second)
+	for w.Cycles(KindFinalizer) < want[0] || w.Cycles(KindCleanup) < want[1] {
+		if time.Now().After(deadline) {
+			t.Fatalf("GC clocks at %d/%d after 20s, want %d/%d", w.Cycles(KindFinalizer), w.Cycles(KindCleanup), want[0], want[1])
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond) // let the finalizer and cleanup goroutines run
+	}
+}
+
+// await polls cond, forcing GC, until it holds or the deadline passes.
+func await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// markerLine returns the line of file (in this package) that ends with the
+// comment "// marker: name", where a test plants a registration.
+func markerLine(t testing.TB, file, name string) int {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, "// marker: "+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no marker %q in %s", name, file)
+	return 0
+}
+
+// siteByLine finds the stats of the site on line in stats.
+func siteByLine(stats []SiteStats, line int) (SiteStats, bool) {
+	for _, s := range stats {
+		if s.Site.Line == line {
+			return s, true
+		}
+	}
+	return SiteStats{}, false
+}

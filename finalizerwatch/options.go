@@ -1,0 +1,106 @@
+package finalizerwatch
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// Defaults for a Watcher's options.
+const (
+	// DefaultMaxSites is how many distinct call sites (stacks, with
+	// WithFullStacks) a Watcher keeps a ledger for; registrations from
+	// further sites are counted under one overflow entry per kind.
+	DefaultMaxSites = 4096
+	// DefaultMaxStacks is how many distinct registration stacks are kept.
+	DefaultMaxStacks = stackcapture.DefaultLimit
+	// DefaultSuspectCycles is how many GC cycles an outstanding
+	// registration must survive before it counts as a leak suspect.
+	DefaultSuspectCycles = 3
+	// MaxSuspectCycles is the largest value WithSuspectCycles accepts: ages
+	// are kept exactly up to AgeBuckets-2 cycles.
+	MaxSuspectCycles = AgeBuckets - 2
+)
+
+// Option configures a Watcher.
+type Option func(*config) error
+
+type config struct {
+	maxSites      int
+	maxStacks     int
+	fullStacks    bool
+	suspectCycles int
+}
+
+func defaultConfig() config {
+	return config{
+		maxSites:      DefaultMaxSites,
+		maxStacks:     DefaultMaxStacks,
+		suspectCycles: DefaultSuspectCycles,
+	}
+}
+
+// WithMaxSites bounds the number of ledger entries (default
+// DefaultMaxSites). Past it, new sites are counted together under a site
+// named "gcprobe.overflow".
+func WithMaxSites(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("finalizerwatch: WithMaxSites: must be > 0, got %d", n)
+		}
+		c.maxSites = n
+		return nil
+	}
+}
+
+// WithMaxStacks bounds the number of distinct registration stacks kept
+// (default DefaultMaxStacks). Past it, a registration is still counted
+// exactly at its site; only its full stack is not kept.
+func WithMaxStacks(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("finalizerwatch: WithMaxStacks: must be > 0, got %d", n)
+		}
+		c.maxStacks = n
+		return nil
+	}
+}
+
+// WithFullStacks makes every registration capture its full stack
+// (runtime.Callers, a few hundred nanoseconds) and keeps a ledger entry per
+// distinct stack, so that two paths into one site are told apart. By
+// default only the call site is captured on each registration (a few
+// nanoseconds) and the full stack of a site's first registration is kept as
+// its representative.
+func WithFullStacks(on bool) Option {
+	return func(c *config) error {
+		c.fullStacks = on
+		return nil
+	}
+}
+
+// WithSuspectCycles sets how many GC cycles an outstanding registration
+// must survive to count as a leak suspect (default DefaultSuspectCycles,
+// 1 to MaxSuspectCycles).
+func WithSuspectCycles(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > MaxSuspectCycles {
+			return fmt.Errorf("finalizerwatch: WithSuspectCycles: must be in [1, %d], got %d", MaxSuspectCycles, n)
+		}
+		c.suspectCycles = n
+		return nil
+	}
+}
+
+func (c *config) apply(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return errors.New("finalizerwatch: New: nil Option")
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

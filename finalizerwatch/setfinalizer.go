@@ -1,0 +1,158 @@
+package finalizerwatch
+
+import (
+	"reflect"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// SetFinalizer is runtime.SetFinalizer with the registration counted at
+// its call site in Default's ledger. Its semantics are the runtime's: obj
+// must be a pointer to an object allocated by calling new, by taking the
+// address of a composite literal, or by taking the address of a local
+// variable; finalizer is a function taking a single argument to which obj's
+// type can be assigned, and may have arbitrary ignored return values; a nil
+// finalizer clears the finalizer set on obj. See runtime.SetFinalizer for
+// when and where finalizers run.
+//
+// Where the runtime would end the program with an unrecoverable fatal error
+// for a bad argument (obj nil or not a pointer, finalizer not a function or
+// of a type obj cannot be passed to, a finalizer already set through this
+// package), SetFinalizer panics instead, with a message that begins
+// "finalizerwatch.SetFinalizer:" and names the problem. Two runtime checks
+// it cannot make before the runtime does remain fatal: obj pointing into
+// the middle of an allocation, and a finalizer set on obj directly with
+// runtime.SetFinalizer.
+//
+// The watcher keeps no reference to obj and adds a map deletion, two clock
+// reads and a few atomic operations to each finalizer run.
+//
+//go:noinline
+func SetFinalizer(obj any, finalizer any) {
+	Default.setFinalizer(obj, finalizer, stackcapture.CallerPC(1))
+}
+
+// SetFinalizer is the package-level SetFinalizer, counted in w's ledger.
+//
+//go:noinline
+func (w *Watcher) SetFinalizer(obj any, finalizer any) {
+	w.setFinalizer(obj, finalizer, stackcapture.CallerPC(1))
+}
+
+// callKind says how the wrapper calls the user's finalizer: directly where
+// its type allows, through reflection otherwise.
+type callKind uint8
+
+const (
+	callAny     callKind = iota // func(any)
+	callPointer                 // func(*T) with no results: called as func(unsafe.Pointer)
+	callReflect                 // anything else the runtime accepts
+)
+
+type eface struct {
+	typ, data unsafe.Pointer
+}
+
+// dataOf returns the data word of an interface holding a pointer-shaped
+// value: the pointer itself.
+func dataOf(x *any) unsafe.Pointer { return (*eface)(unsafe.Pointer(x)).data }
+
+//go:noinline
+func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
+	const fn = "finalizerwatch.SetFinalizer"
+	if obj == nil {
+		panic(fn + ": first argument is nil")
+	}
+	ot := reflect.TypeOf(obj)
+	if ot.Kind() != reflect.Pointer {
+		panic(fn + ": first argument is " + ot.String() + ", not pointer")
+	}
+	w.init()
+	addr := uintptr(dataOf(&obj))
+	if finalizer == nil {
+		if e, ok := w.objs.take(addr); ok {
+			runtime.SetFinalizer(obj, nil)
+			e.site.cleared.Add(1)
+			e.site.ages.remove(e.cyc, w.cycles[KindFinalizer].Load())
+			return
+		}
+		runtime.SetFinalizer(obj, nil)
+		return
+	}
+	call := finalizerCall(fn, ot, finalizer)
+	if addr == 0 || ot.Elem().Size() == 0 {
+		// A nil pointer of a pointer type, or a zero-size object (all share
+		// one address): the runtime ignores these, and so does the ledger.
+		runtime.SetFinalizer(obj, finalizer)
+		return
+	}
+	s := w.siteFor(KindFinalizer, pc, 2)
+	cyc := w.account(s)
+	if !w.objs.insert(addr, finEntry{site: s, fin: finalizer, cyc: cyc, call: call}) {
+		w.unaccount(s, cyc)
+		panic(fn + ": finalizer already set")
+	}
+	runtime.SetFinalizer(obj, w.finFn)
+}
+
+// finalizerCall checks finalizer the way runtime.SetFinalizer does, but
+// panics (recoverably) where the runtime throws.
+func finalizerCall(fn string, ot reflect.Type, finalizer any) callKind {
+	if _, ok := finalizer.(func(any)); ok {
+		return callAny
+	}
+	ft := reflect.TypeOf(finalizer)
+	if ft.Kind() != reflect.Func {
+		panic(fn + ": second argument is " + ft.String() + ", not a function")
+	}
+	if ft.IsVariadic() {
+		panic(fn + ": cannot pass " + ot.String() + " to finalizer " + ft.String() + " because dotdotdot")
+	}
+	if ft.NumIn() != 1 {
+		panic(fn + ": cannot pass " + ot.String() + " to finalizer " + ft.String())
+	}
+	in := ft.In(0)
+	switch {
+	case in == ot,
+		in.Kind() == reflect.Pointer && (in.Name() == "" || ot.Name() == "") && in.Elem() == ot.Elem():
+		if ft.NumOut() == 0 {
+			return callPointer
+		}
+		return callReflect
+	case in.Kind() == reflect.Interface && ot.Implements(in):
+		return callReflect
+	}
+	panic(fn + ": cannot pass " + ot.String() + " to finalizer " + ft.String())
+}
+
+// runFinalizer is the finalizer the runtime holds for every object
+// registered through w. It finds the user's finalizer by the object's
+// address, calls it, and counts the run. If the user's finalizer panics the
+// program crashes exactly as it would without the watcher; the run is not
+// counted.
+func (w *Watcher) runFinalizer(obj any) {
+	e, ok := w.objs.take(uintptr(dataOf(&obj)))
+	if !ok {
+		return // cannot happen: the entry lives as long as the finalizer
+	}
+	start := time.Now()
+	switch e.call {
+	case callAny:
+		e.fin.(func(any))(obj)
+	case callPointer:
+		// A func(*T) with no results has the calling convention of a
+		// func(unsafe.Pointer): call it without reflection.
+		fv := dataOf(&e.fin)
+		f := *(*func(unsafe.Pointer))(unsafe.Pointer(&fv))
+		f(dataOf(&obj))
+	default:
+		reflect.ValueOf(e.fin).Call([]reflect.Value{reflect.ValueOf(obj)})
+	}
+	d := time.Since(start)
+	e.site.executed.Add(1)
+	e.site.ages.remove(e.cyc, w.cycles[KindFinalizer].Load())
+	e.site.dur.observe(d)
+}

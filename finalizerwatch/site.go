@@ -1,0 +1,217 @@
+package finalizerwatch
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// Kind tells finalizers from cleanups.
+type Kind uint8
+
+// The kinds of registration a Watcher tracks.
+const (
+	KindFinalizer Kind = iota // runtime.SetFinalizer
+	KindCleanup               // runtime.AddCleanup
+	numKinds
+)
+
+// String returns "finalizer" or "cleanup", the value of the kind label.
+func (k Kind) String() string {
+	switch k {
+	case KindFinalizer:
+		return "finalizer"
+	case KindCleanup:
+		return "cleanup"
+	}
+	return "unknown"
+}
+
+// Kinds lists every Kind, for ranging.
+var Kinds = [...]Kind{KindFinalizer, KindCleanup}
+
+// siteKey identifies a ledger entry: a call site by its return PC, or, with
+// full stacks, an interned stack.
+type siteKey struct {
+	kind  Kind
+	pc    uintptr
+	stack *stackcapture.Stack
+}
+
+// site is one ledger entry. Its counters are updated with atomics on the
+// registration and execution paths; everything else is read-side.
+type site struct {
+	kind  Kind
+	pc    uintptr
+	stack *stackcapture.Stack // the key (full stacks) or the first registration's stack
+
+	registered atomic.Uint64
+	executed   atomic.Uint64
+	cleared    atomic.Uint64
+	ages       ageRing
+	dur        durHist
+
+	frameOnce sync.Once
+	frame     stackcapture.Frame
+}
+
+func (s *site) siteFrame() stackcapture.Frame {
+	s.frameOnce.Do(func() {
+		switch {
+		case s.pc == 0 && s.stack != nil:
+			s.frame = s.stack.Site()
+		case s.pc != 0:
+			s.frame = stackcapture.SiteOfPC(s.pc)
+		default:
+			s.frame = stackcapture.Frame{Function: "gcprobe.overflow", File: "(site table full)"}
+		}
+	})
+	return s.frame
+}
+
+// ringSize is how many consecutive registration cycles keep their own age
+// slot; older registrations are pooled as "ringSize cycles or more".
+const ringSize = 16
+
+// AgeBuckets is the length of SiteStats.Survived: exact ages 0 to
+// AgeBuckets-2, and a last bucket for AgeBuckets-1 cycles or more.
+const AgeBuckets = ringSize + 1
+
+// ageRing counts a site's outstanding registrations by the GC cycle they
+// were made in, for the last ringSize cycles, plus one pool for all older
+// ones. Adding and removing are single atomic adds; moving a slot that falls
+// out of the window into the pool ("folding") happens under mu, at most once
+// per site per cycle, on whichever path first notices the cycle moved.
+type ageRing struct {
+	mu   sync.Mutex
+	base atomic.Uint32 // oldest cycle that still has its own slot
+	slot [ringSize]atomic.Int64
+	old  atomic.Int64 // outstanding registered before base
+}
+
+func (r *ageRing) add(cyc uint32) {
+	if cyc-r.base.Load() >= ringSize {
+		r.fold(cyc)
+	}
+	r.slot[cyc%ringSize].Add(1)
+}
+
+// remove uncounts a registration made in cycle cyc, now that the current
+// cycle is cur. A registration close to falling out of the window takes the
+// lock, so that it cannot race with the fold that moves its slot; one well
+// inside the window would need two GC cycles to pass between its two atomic
+// loads for that to happen.
+func (r *ageRing) remove(cyc, cur uint32) {
+	if cur-cyc >= ringSize-2 {
+		r.mu.Lock()
+		if cyc-r.base.Load() >= ringSize { // before base (unsigned wrap)
+			r.old.Add(-1)
+		} else {
+			r.slot[cyc%ringSize].Add(-1)
+		}
+		r.mu.Unlock()
+		return
+	}
+	r.slot[cyc%ringSize].Add(-1)
+}
+
+// fold moves every slot older than cur-ringSize+1 into the pool.
+func (r *ageRing) fold(cur uint32) {
+	r.mu.Lock()
+	r.foldLocked(cur)
+	r.mu.Unlock()
+}
+
+func (r *ageRing) foldLocked(cur uint32) {
+	b := r.base.Load()
+	if cur-b > 1<<31 { // cur is behind base: nothing to fold
+		return
+	}
+	if cur-b >= 2*ringSize { // far behind: every slot goes to the pool
+		for i := range r.slot {
+			r.old.Add(r.slot[i].Swap(0))
+		}
+		r.base.Store(cur - ringSize + 1)
+		return
+	}
+	for ; cur-b >= ringSize; b++ {
+		r.base.Store(b + 1)
+		r.old.Add(r.slot[b%ringSize].Swap(0))
+	}
+}
+
+// survived fills out with the outstanding count by cycles survived as of
+// cycle cur.
+func (r *ageRing) survived(cur uint32, out *[AgeBuckets]uint64) {
+	r.mu.Lock()
+	r.foldLocked(cur)
+	b := r.base.Load()
+	for i := range uint32(ringSize) {
+		c := b + i
+		n := r.slot[c%ringSize].Load()
+		if n <= 0 {
+			continue
+		}
+		age := cur - c
+		if c-cur < 1<<31 && c != cur { // registered "after" cur: a racing add
+			age = 0
+		}
+		if age >= AgeBuckets-1 {
+			age = AgeBuckets - 1
+		}
+		out[age] += uint64(n)
+	}
+	if n := r.old.Load(); n > 0 {
+		out[AgeBuckets-1] += uint64(n)
+	}
+	r.mu.Unlock()
+}
+
+// durationBounds are the upper bounds of the run-time histogram buckets.
+var durationBounds = [...]time.Duration{
+	time.Microsecond, 5 * time.Microsecond, 10 * time.Microsecond, 50 * time.Microsecond,
+	100 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, time.Second,
+}
+
+var durationBoundsSeconds = func() []float64 {
+	s := make([]float64, len(durationBounds))
+	for i, d := range durationBounds {
+		s[i] = d.Seconds()
+	}
+	return s
+}()
+
+// DurationBounds returns the upper bounds, in seconds, of the buckets of
+// SiteStats.Duration. The slice is a copy.
+func DurationBounds() []float64 { return append([]float64(nil), durationBoundsSeconds...) }
+
+// durHist is a fixed-bucket histogram of run times updated with atomics.
+type durHist struct {
+	counts [len(durationBounds) + 1]atomic.Uint64
+	sumNs  atomic.Uint64
+}
+
+func (h *durHist) observe(d time.Duration) {
+	if d < 0 {
+		d = 0
+	}
+	i := 0
+	for i < len(durationBounds) && d > durationBounds[i] {
+		i++
+	}
+	h.counts[i].Add(1)
+	h.sumNs.Add(uint64(d))
+}
+
+func (h *durHist) snapshot() Histogram {
+	out := Histogram{Bounds: durationBoundsSeconds, Counts: make([]uint64, len(h.counts))}
+	for i := range h.counts {
+		out.Counts[i] = h.counts[i].Load()
+		out.Count += out.Counts[i]
+	}
+	out.Sum = time.Duration(h.sumNs.Load()).Seconds()
+	return out
+}

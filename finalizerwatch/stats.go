@@ -1,0 +1,230 @@
+package finalizerwatch
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// Histogram is a snapshot of a fixed-bucket histogram.
+type Histogram struct {
+	Bounds []float64 // upper bounds in seconds, shared: do not modify
+	Counts []uint64  // per bucket (not cumulative); the last is above every bound
+	Count  uint64
+	Sum    float64 // seconds
+}
+
+// SiteStats is the ledger of one call site (or, from Stacks, of one
+// registration stack).
+type SiteStats struct {
+	Kind Kind
+	// Site is the call site: the first frame of the registration stack
+	// outside the runtime and gcprobe. Its String is the site label.
+	Site stackcapture.Frame
+	// Stack is the registration stack, innermost first: with full stacks,
+	// the stack of these registrations; otherwise the stack of the site's
+	// first registration. PCs are its program counters.
+	Stack []stackcapture.Frame
+	PCs   []uintptr
+
+	Registered  uint64 // every registration, exactly
+	Executed    uint64 // finalizers or cleanups that ran to completion
+	Cleared     uint64 // SetFinalizer(obj, nil) or Cleanup.Stop before running
+	Outstanding uint64 // Registered - Executed - Cleared
+	// Survived[i] counts outstanding registrations that have survived i GC
+	// cycles; the last bucket counts AgeBuckets-1 cycles or more.
+	Survived [AgeBuckets]uint64
+	// Suspect counts outstanding registrations that survived at least the
+	// watcher's SuspectCycles.
+	Suspect uint64
+	// Duration is the run time of the finalizers or cleanups.
+	Duration Histogram
+	// Score is the leak score Top ranks by; see Top.
+	Score float64
+}
+
+// Overflow says how much the watcher's bounded tables refused.
+type Overflow struct {
+	Sites  uint64 // registrations counted under the overflow site for want of room
+	Stacks uint64 // stacks not kept for want of room
+}
+
+// Overflow returns the counts of refusals by the bounded tables.
+func (w *Watcher) Overflow() Overflow {
+	if w.sites == nil {
+		return Overflow{}
+	}
+	return Overflow{
+		Sites:  w.overflow[KindFinalizer].registered.Load() + w.overflow[KindCleanup].registered.Load(),
+		Stacks: w.stacks.Overflowed(),
+	}
+}
+
+// Stacks returns the ledger as it is kept: one entry per call site, or per
+// registration stack with WithFullStacks, plus an overflow entry per kind
+// that has one. The order is unspecified.
+func (w *Watcher) Stacks() []SiteStats {
+	if w.sites == nil {
+		return nil
+	}
+	out := make([]SiteStats, 0, w.sites.Len()+2)
+	w.sites.Range(func(_ siteKey, s *site) bool {
+		out = append(out, w.stats(s))
+		return true
+	})
+	for k := range w.overflow {
+		if w.overflow[k].registered.Load() > 0 {
+			out = append(out, w.stats(&w.overflow[k]))
+		}
+	}
+	return out
+}
+
+// Sites returns one SiteStats per kind and call site, merging the entries
+// of registration stacks that share a site. The order is unspecified.
+func (w *Watcher) Sites() []SiteStats {
+	// Entries can share a site even without full stacks: a line inlined
+	// into two callers has two return PCs.
+	all := w.Stacks()
+	type key struct {
+		kind Kind
+		site stackcapture.Frame
+	}
+	idx := make(map[key]int, len(all))
+	out := all[:0]
+	for _, s := range all {
+		k := key{s.Kind, stackcapture.Frame{Function: s.Site.Function, File: s.Site.File, Line: s.Site.Line}}
+		i, ok := idx[k]
+		if !ok {
+			idx[k] = len(out)
+			out = append(out, s)
+			continue
+		}
+		out[i].merge(&s)
+	}
+	return out
+}
+
+func (a *SiteStats) merge(b *SiteStats) {
+	a.Registered += b.Registered
+	a.Executed += b.Executed
+	a.Cleared += b.Cleared
+	a.Outstanding += b.Outstanding
+	a.Suspect += b.Suspect
+	for i := range a.Survived {
+		a.Survived[i] += b.Survived[i]
+	}
+	counts := make([]uint64, len(a.Duration.Counts))
+	for i := range counts {
+		counts[i] = a.Duration.Counts[i] + b.Duration.Counts[i]
+	}
+	a.Duration.Counts = counts
+	a.Duration.Count += b.Duration.Count
+	a.Duration.Sum += b.Duration.Sum
+	a.Score += b.Score
+}
+
+// stats reads one entry. Executed and cleared are loaded before registered,
+// so that Outstanding never underflows: every run counted was registered
+// first.
+func (w *Watcher) stats(s *site) SiteStats {
+	executed := s.executed.Load()
+	cleared := s.cleared.Load()
+	registered := s.registered.Load()
+	st := SiteStats{
+		Kind:       s.kind,
+		Site:       s.siteFrame(),
+		Registered: registered,
+		Executed:   executed,
+		Cleared:    cleared,
+		Duration:   s.dur.snapshot(),
+	}
+	if done := executed + cleared; registered > done {
+		st.Outstanding = registered - done
+	}
+	if s.stack != nil {
+		st.Stack = s.stack.Frames()
+		st.PCs = s.stack.PCs()
+	} else {
+		st.Stack = []stackcapture.Frame{st.Site}
+	}
+	s.ages.survived(w.cycles[s.kind].Load(), &st.Survived)
+	st.Suspect, st.Score = suspectScore(&st.Survived, w.cfg.suspectCycles)
+	return st
+}
+
+// suspectScore sums the registrations that survived at least n cycles, and
+// scores each by how many cycles past n it has survived.
+func suspectScore(survived *[AgeBuckets]uint64, n int) (suspect uint64, score float64) {
+	for age := n; age < AgeBuckets; age++ {
+		suspect += survived[age]
+		score += float64(survived[age]) * float64(age-n+1)
+	}
+	return suspect, score
+}
+
+// Top returns the n sites most likely to leak, most likely first (all
+// sites if n is 0 or more than there are).
+//
+// The leak score of a site is the sum, over its outstanding registrations
+// that have survived at least SuspectCycles GC cycles, of the cycles each
+// has survived past that threshold plus one (ages of AgeBuckets-1 cycles or
+// more count as AgeBuckets-1). A registration that is collected within a
+// cycle or two never scores, however many are made, so high but healthy
+// churn ranks below a handful of objects that stay; a site that keeps
+// leaking scores more with every cycle, both because its old registrations
+// age and because new ones join them. Ties are broken by suspects, then
+// outstanding, then registrations, then the site's name.
+func (w *Watcher) Top(n int) []SiteStats {
+	if n < 0 {
+		panic("finalizerwatch.Top: negative n")
+	}
+	sites := w.Sites()
+	slices.SortFunc(sites, func(a, b SiteStats) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Suspect, a.Suspect); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Outstanding, a.Outstanding); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.Registered, a.Registered); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Site.String(), b.Site.String())
+	})
+	if n > 0 && n < len(sites) {
+		sites = sites[:n]
+	}
+	return sites
+}
+
+// Totals is a ledger summed over every site of one kind.
+type Totals struct {
+	Kind                                                Kind
+	Sites                                               int
+	Registered, Executed, Cleared, Outstanding, Suspect uint64
+}
+
+// Totals returns the ledger of kind k summed over all its sites.
+func (w *Watcher) Totals(k Kind) Totals {
+	t := Totals{Kind: k}
+	for _, s := range w.Stacks() {
+		if s.Kind != k {
+			continue
+		}
+		t.Sites++
+		t.Registered += s.Registered
+		t.Executed += s.Executed
+		t.Cleared += s.Cleared
+		t.Outstanding += s.Outstanding
+		t.Suspect += s.Suspect
+	}
+	return t
+}
