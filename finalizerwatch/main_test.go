@@ -2,8 +2,8 @@ package finalizerwatch
 
 import (
 	"os"
-	"strings"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
