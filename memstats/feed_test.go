@@ -1,0 +1,52 @@
+package memstats
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// fed is a Sampler whose rounds read a reading the test sets, on a manual
+// clock: detectors and derived signals become deterministic.
+type fed struct {
+	t   *testing.T
+	s   *Sampler
+	clk *manualClock
+	r   reading
+
+	mu     sync.Mutex
+	events []Event
+}
+
+func newFed(t *testing.T, opts ...Option) *fed {
+	t.Helper()
+	clk := newManualClock()
+	s, err := New(append([]Option{WithClock(clk)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fed{t: t, s: s, clk: clk}
+	s.read = func(_ time.Time, r *reading) { *r = f.r }
+	s.Subscribe(func(e Event) {
+		f.mu.Lock()
+		f.events = append(f.events, e)
+		f.mu.Unlock()
+	})
+	return f
+}
+
+// round advances the clock by d and samples once.
+func (f *fed) round(d time.Duration) Snapshot {
+	f.clk.Advance(d)
+	f.s.Sample()
+	return f.s.Snapshot()
+}
+
+// take returns and forgets the events received so far.
+func (f *fed) take() []Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e := f.events
+	f.events = nil
+	return e
+}

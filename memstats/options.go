@@ -1,0 +1,334 @@
+package memstats
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults. Each can be changed with the option named in its comment.
+const (
+	// DefaultInterval is how often the sampler samples when no GC cycle
+	// wakes it sooner (WithInterval).
+	DefaultInterval = time.Second
+
+	// DefaultHistory is how many of the latest GC cycles' pauses the
+	// sampler keeps for Pauses and PausesSince (WithHistory). It matches
+	// the depth of the runtime's own pause history.
+	DefaultHistory = 256
+
+	// MaxHistory bounds WithHistory so that the pause history stays small.
+	MaxHistory = 1 << 16
+
+	// DefaultPauseWindow is how many of the latest cycles PauseP50,
+	// PauseP99 and PauseMax summarise (WithPauseWindow). When the history
+	// is shorter, the window is the whole history.
+	DefaultPauseWindow = 100
+
+	// DefaultRateWindow is the trailing window over which GCCPUFraction and
+	// ForcedPerMinute are computed (WithRateWindow).
+	DefaultRateWindow = time.Minute
+
+	// DefaultMinReadMemStatsInterval is the least time between two calls of
+	// runtime.ReadMemStats when WithReadMemStats(true) is set
+	// (WithReadMemStatsInterval).
+	DefaultMinReadMemStatsInterval = 15 * time.Second
+
+	// MinReadMemStatsInterval is the hard floor of WithReadMemStatsInterval.
+	// runtime.ReadMemStats stops the world; at one call a second its
+	// pause (tens of microseconds on a small heap) stays well under 0.1% of
+	// wall time, while sampling faster than that buys nothing that
+	// runtime/metrics does not already give without stopping the world.
+	MinReadMemStatsInterval = time.Second
+
+	// DefaultQueueStalledLength is the finalizer_queue_stalled detector's
+	// queue length threshold (WithQueueStalled).
+	DefaultQueueStalledLength = 1000
+
+	// DefaultQueueStalledFor is how long the executed count must have stood
+	// still, with the queue over its threshold, before
+	// finalizer_queue_stalled fires (WithQueueStalled). With the default
+	// interval it amounts to "between two interval samples"; it keeps the
+	// samples a GC cycle triggers, which can be a millisecond apart, from
+	// mistaking a slow queue for a stalled one.
+	DefaultQueueStalledFor = time.Second
+
+	// DefaultForcedGCPerMinute is the forced_gc detector's threshold:
+	// it fires at this many forced cycles (runtime.GC,
+	// debug.FreeOSMemory) per minute or more (WithForcedGC).
+	DefaultForcedGCPerMinute = 5
+
+	// DefaultMCacheInuseBytes is the mcache_inuse detector's threshold
+	// (WithMCacheInuse).
+	DefaultMCacheInuseBytes = 2 << 20
+
+	// DefaultMCacheInuseFor is how long mcache in-use memory must stay over
+	// its threshold before mcache_inuse fires (WithMCacheInuse).
+	DefaultMCacheInuseFor = 30 * time.Second
+
+	// DefaultQueueLatency is the queue_latency detector's threshold
+	// (WithQueueLatency).
+	DefaultQueueLatency = time.Second
+)
+
+// ErrInvalidOption is wrapped by every error New returns for a bad option
+// value; errors.As with *OptionError tells which option.
+var ErrInvalidOption = errors.New("invalid option")
+
+// OptionError reports an option New rejected.
+type OptionError struct {
+	// Option is the option's function name, e.g. "WithInterval".
+	Option string
+	// Reason says what is wrong with the value.
+	Reason string
+}
+
+// Error returns e.g. "memstats: WithInterval: interval must be > 0, got -1s".
+func (e *OptionError) Error() string {
+	return "memstats: " + e.Option + ": " + e.Reason
+}
+
+// Unwrap returns ErrInvalidOption.
+func (e *OptionError) Unwrap() error { return ErrInvalidOption }
+
+func optionErr(option, format string, args ...any) error {
+	return &OptionError{Option: option, Reason: fmt.Sprintf(format, args...)}
+}
+
+// An Option configures a Sampler. Options are validated by New.
+type Option interface {
+	apply(*config) error
+}
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// config is what the options set; New validates the combination.
+type config struct {
+	clock             Clock
+	interval          time.Duration
+	history           int
+	pauseWindow       int
+	pauseWindowSet    bool
+	pauseBuckets      []float64
+	rateWindow        time.Duration
+	readMemStats      bool
+	readMemStatsEvery time.Duration
+	stalledLength     uint64
+	stalledFor        time.Duration
+	forcedPerMinute   float64
+	mcacheBytes       uint64
+	mcacheFor         time.Duration
+	queueLatency      time.Duration
+	disabled          [numDetectors]bool
+}
+
+func defaultConfig() config {
+	return config{
+		clock:             systemClock{},
+		interval:          DefaultInterval,
+		history:           DefaultHistory,
+		pauseWindow:       DefaultPauseWindow,
+		pauseBuckets:      PauseBuckets,
+		rateWindow:        DefaultRateWindow,
+		readMemStatsEvery: DefaultMinReadMemStatsInterval,
+		stalledLength:     DefaultQueueStalledLength,
+		stalledFor:        DefaultQueueStalledFor,
+		forcedPerMinute:   DefaultForcedGCPerMinute,
+		mcacheBytes:       DefaultMCacheInuseBytes,
+		mcacheFor:         DefaultMCacheInuseFor,
+		queueLatency:      DefaultQueueLatency,
+	}
+}
+
+// validate checks what no single option can: how options combine.
+func (c *config) validate() error {
+	if !c.pauseWindowSet && c.pauseWindow > c.history {
+		c.pauseWindow = c.history
+	}
+	if c.pauseWindow > c.history {
+		return optionErr("WithPauseWindow", "window of %d cycles exceeds the history of %d (WithHistory)", c.pauseWindow, c.history)
+	}
+	return nil
+}
+
+// WithClock makes the sampler read time from c instead of package time.
+func WithClock(c Clock) Option {
+	return optionFunc(func(cfg *config) error {
+		if c == nil {
+			return optionErr("WithClock", "clock must not be nil")
+		}
+		cfg.clock = c
+		return nil
+	})
+}
+
+// WithInterval sets how often the background goroutine samples when no GC
+// cycle wakes it sooner. Default DefaultInterval.
+func WithInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return optionErr("WithInterval", "interval must be > 0, got %v", d)
+		}
+		c.interval = d
+		return nil
+	})
+}
+
+// WithHistory sets how many of the latest GC cycles' pauses are kept for
+// Pauses and PausesSince, between 1 and MaxHistory. Default DefaultHistory.
+func WithHistory(cycles int) Option {
+	return optionFunc(func(c *config) error {
+		if cycles < 1 || cycles > MaxHistory {
+			return optionErr("WithHistory", "history must be between 1 and %d cycles, got %d", MaxHistory, cycles)
+		}
+		c.history = cycles
+		return nil
+	})
+}
+
+// WithPauseWindow sets how many of the latest GC cycles PauseP50, PauseP99
+// and PauseMax summarise; at least 1 and at most the history. Default
+// DefaultPauseWindow.
+func WithPauseWindow(cycles int) Option {
+	return optionFunc(func(c *config) error {
+		if cycles < 1 {
+			return optionErr("WithPauseWindow", "window must be at least 1 cycle, got %d", cycles)
+		}
+		c.pauseWindow = cycles
+		c.pauseWindowSet = true
+		return nil
+	})
+}
+
+// WithPauseBuckets sets the upper bounds, in seconds, of the buckets of
+// Snapshot.PauseHistogram. They must be positive, finite and strictly
+// increasing; the +Inf bucket is implied. Default PauseBuckets. The slice is
+// copied.
+func WithPauseBuckets(bounds []float64) Option {
+	return optionFunc(func(c *config) error {
+		if len(bounds) == 0 {
+			return optionErr("WithPauseBuckets", "need at least one bound")
+		}
+		for i, b := range bounds {
+			if !(b > 0) || math.IsInf(b, 0) {
+				return optionErr("WithPauseBuckets", "bound %d must be positive and finite, got %v", i, b)
+			}
+			if i > 0 && b <= bounds[i-1] {
+				return optionErr("WithPauseBuckets", "bounds must increase, got %v after %v", b, bounds[i-1])
+			}
+		}
+		c.pauseBuckets = bounds
+		return nil
+	})
+}
+
+// WithRateWindow sets the trailing window over which GCCPUFraction and
+// ForcedPerMinute are computed. Default DefaultRateWindow.
+func WithRateWindow(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return optionErr("WithRateWindow", "window must be > 0, got %v", d)
+		}
+		c.rateWindow = d
+		return nil
+	})
+}
+
+// WithReadMemStats turns on runtime.ReadMemStats, which stops the world, at
+// most once per WithReadMemStatsInterval. Off by default: in its default
+// mode the sampler never stops the world.
+func WithReadMemStats(on bool) Option {
+	return optionFunc(func(c *config) error {
+		c.readMemStats = on
+		return nil
+	})
+}
+
+// WithReadMemStatsInterval sets the least time between two calls of
+// runtime.ReadMemStats; at least MinReadMemStatsInterval. Default
+// DefaultMinReadMemStatsInterval. It has no effect without
+// WithReadMemStats(true).
+func WithReadMemStatsInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < MinReadMemStatsInterval {
+			return optionErr("WithReadMemStatsInterval", "interval must be at least %v, got %v", MinReadMemStatsInterval, d)
+		}
+		c.readMemStatsEvery = d
+		return nil
+	})
+}
+
+// WithQueueStalled configures the finalizer_queue_stalled detector: it fires
+// when a finalizer or cleanup queue is longer than length while its executed
+// count has not advanced for at least stalledFor (0 means: between the two
+// latest samples). Defaults DefaultQueueStalledLength and
+// DefaultQueueStalledFor.
+func WithQueueStalled(length uint64, stalledFor time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if length == 0 {
+			return optionErr("WithQueueStalled", "length must be > 0")
+		}
+		if stalledFor < 0 {
+			return optionErr("WithQueueStalled", "duration must be >= 0, got %v", stalledFor)
+		}
+		c.stalledLength, c.stalledFor = length, stalledFor
+		return nil
+	})
+}
+
+// WithForcedGC configures the forced_gc detector: it fires when
+// ForcedPerMinute reaches perMinute. Default DefaultForcedGCPerMinute.
+func WithForcedGC(perMinute float64) Option {
+	return optionFunc(func(c *config) error {
+		if !(perMinute > 0) || math.IsInf(perMinute, 0) {
+			return optionErr("WithForcedGC", "rate must be positive and finite, got %v", perMinute)
+		}
+		c.forcedPerMinute = perMinute
+		return nil
+	})
+}
+
+// WithMCacheInuse configures the mcache_inuse detector: it fires when
+// MCacheInuse has stayed above bytes for at least sustained. Defaults
+// DefaultMCacheInuseBytes and DefaultMCacheInuseFor.
+func WithMCacheInuse(bytes uint64, sustained time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if bytes == 0 {
+			return optionErr("WithMCacheInuse", "bytes must be > 0")
+		}
+		if sustained < 0 {
+			return optionErr("WithMCacheInuse", "duration must be >= 0, got %v", sustained)
+		}
+		c.mcacheBytes, c.mcacheFor = bytes, sustained
+		return nil
+	})
+}
+
+// WithQueueLatency configures the queue_latency detector: it fires when the
+// finalizer or the cleanup queue latency exceeds threshold. Default
+// DefaultQueueLatency.
+func WithQueueLatency(threshold time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if threshold <= 0 {
+			return optionErr("WithQueueLatency", "threshold must be > 0, got %v", threshold)
+		}
+		c.queueLatency = threshold
+		return nil
+	})
+}
+
+// WithoutDetector turns off the named detector (one of the Detector*
+// constants).
+func WithoutDetector(name string) Option {
+	return optionFunc(func(c *config) error {
+		i := detectorIndex(name)
+		if i < 0 {
+			return optionErr("WithoutDetector", "unknown detector %q", name)
+		}
+		c.disabled[i] = true
+		return nil
+	})
+}

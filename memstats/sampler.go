@@ -1,0 +1,388 @@
+package memstats
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Errors returned by Start and Run.
+var (
+	// ErrRunning is returned by Start or Run while the sampler already
+	// runs.
+	ErrRunning = errors.New("memstats: sampler already running")
+	// ErrStopped is returned by Start or Run after Stop.
+	ErrStopped = errors.New("memstats: sampler stopped")
+)
+
+// Lifecycle states.
+const (
+	stateIdle = iota
+	stateRunning
+	stateStopped
+)
+
+// Sampler samples the runtime's GC and finalizer/cleanup state without
+// stopping the world. Create it with New; see the package documentation.
+type Sampler struct {
+	cfg config
+
+	// read fills a round's reading; it is s.readRuntime except in tests
+	// that feed readings in.
+	read func(now time.Time, r *reading)
+
+	// mu guards a sampling round and everything it writes: the sample
+	// slice and GCStats buffers below are built once and reused by every
+	// round, which is what makes a round allocation-free, and
+	// metrics.Read and debug.ReadGCStats write into them, so two rounds
+	// must not overlap. The lock is cheap to hold: a round takes a few
+	// microseconds, it runs once per interval and once per GC cycle, and
+	// readers (Snapshot, Pauses) only copy.
+	mu           sync.Mutex
+	samples      []metrics.Sample
+	gcstats      debug.GCStats
+	cur          reading
+	snap         Snapshot // PauseHistogram left empty: hist is the truth
+	lastNumGC    uint64
+	pausesMissed uint64
+	pauses       pauseRing
+	hist         Histogram
+	rates        rateRing
+	anchor       growthAnchor
+	fin, cln     latencyState
+	sent         *sentinelState // the running chains; nil when not running
+	drops        uint64         // drops of chains that have ended
+	memStats     runtime.MemStats
+	msInfo       ReadMemStatsInfo
+	det          detectors
+
+	subsMu  sync.Mutex
+	subs    atomic.Pointer[[]subscriber]
+	nextSub uint64
+
+	lifeMu sync.Mutex
+	state  int
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// growthAnchor is the round queue growth is measured from: the latest one
+// at least an interval old.
+type growthAnchor struct {
+	t        time.Time
+	fin, cln uint64
+	ok       bool
+	finRate  float64
+	clnRate  float64
+}
+
+// New returns a Sampler configured by opts. It does not start sampling:
+// call Start, Run, or Sample. A bad option value is an *OptionError naming
+// the option.
+func New(opts ...Option) (*Sampler, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	// Own copy: the bounds are exported and could change under us.
+	cfg.pauseBuckets = append([]float64(nil), cfg.pauseBuckets...)
+
+	s := &Sampler{
+		cfg:     cfg,
+		samples: newSamples(),
+		pauses:  newPauseRing(cfg.history, cfg.pauseWindow),
+		rates:   rateRing{window: cfg.rateWindow},
+		hist: Histogram{
+			Bounds: cfg.pauseBuckets,
+			Counts: make([]uint64, len(cfg.pauseBuckets)+1),
+		},
+	}
+	s.det = newDetectors(&s.cfg)
+	s.msInfo.Enabled = cfg.readMemStats
+	s.read = s.readRuntime
+	return s, nil
+}
+
+// Start starts sampling in a background goroutine, until Stop. It returns
+// ErrRunning if the sampler already runs and ErrStopped after Stop.
+func (s *Sampler) Start() error {
+	ctx, st, done, err := s.begin(context.Background())
+	if err != nil {
+		return err
+	}
+	go s.loop(ctx, st, done)
+	return nil
+}
+
+// Run samples until ctx is done or Stop is called, then returns nil: the
+// shape of a controller-runtime manager.Runnable, for callers that manage
+// their own goroutines. It returns ErrRunning if the sampler already runs
+// and ErrStopped after Stop.
+func (s *Sampler) Run(ctx context.Context) error {
+	ctx, st, done, err := s.begin(ctx)
+	if err != nil {
+		return err
+	}
+	s.loop(ctx, st, done)
+	return nil
+}
+
+// Stop stops sampling and waits for the sampling goroutine to end. The
+// sentinels stop re-arming. Stop is idempotent and safe to call
+// concurrently; a stopped sampler cannot be started again, but Sample,
+// Snapshot and the other readers keep working.
+func (s *Sampler) Stop() {
+	s.lifeMu.Lock()
+	s.state = stateStopped
+	cancel, done := s.cancel, s.done
+	s.lifeMu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// begin moves the sampler to running and arms the sentinels.
+func (s *Sampler) begin(parent context.Context) (context.Context, *sentinelState, chan struct{}, error) {
+	s.lifeMu.Lock()
+	defer s.lifeMu.Unlock()
+	switch s.state {
+	case stateRunning:
+		return nil, nil, nil, ErrRunning
+	case stateStopped:
+		return nil, nil, nil, ErrStopped
+	}
+	ctx, cancel := context.WithCancel(parent)
+	s.state, s.cancel, s.done = stateRunning, cancel, make(chan struct{})
+
+	st := newSentinelState(s.cfg.clock)
+	s.mu.Lock()
+	s.sent = st
+	s.fin, s.cln = latencyState{}, latencyState{}
+	s.mu.Unlock()
+	st.start()
+	return ctx, st, s.done, nil
+}
+
+// loop is the sampling goroutine: a round now, then one per tick and per
+// sentinel wake-up.
+func (s *Sampler) loop(ctx context.Context, st *sentinelState, done chan struct{}) {
+	defer close(done)
+	t := s.cfg.clock.NewTicker(s.cfg.interval)
+	defer func() {
+		t.Stop()
+		st.stop()
+		s.mu.Lock()
+		s.sent = nil
+		s.drops += st.drops.Load()
+		s.mu.Unlock()
+		s.lifeMu.Lock()
+		if s.state == stateRunning {
+			s.state = stateIdle
+		}
+		s.lifeMu.Unlock()
+	}()
+	s.Sample()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		case <-st.wake:
+		}
+		s.Sample()
+	}
+}
+
+// Sample performs one sampling round synchronously and delivers the events
+// it produces to the subscribers. It allocates nothing in steady state.
+// Without Start or Run it works too, minus the queue latencies, which need
+// the sentinels.
+func (s *Sampler) Sample() {
+	var evs [numDetectors]Event
+	s.mu.Lock()
+	n := s.sampleLocked(&evs)
+	s.mu.Unlock()
+	s.dispatch(evs[:n])
+}
+
+func (s *Sampler) sampleLocked(evs *[numDetectors]Event) int {
+	now := s.cfg.clock.Now()
+	r := &s.cur
+	s.read(now, r)
+
+	sn := &s.snap
+	sn.Time = now
+	sn.Samples++
+	sn.Cycles, sn.ForcedCycles = r.cycles, r.forced
+	sn.HeapLive, sn.HeapGoal = r.heapLive, r.heapGoal
+	sn.GOGC, sn.MemoryLimit = r.gogc, r.memoryLimit
+	sn.MCacheInuse = r.mcacheInuse
+	sn.StopTheWorldGC, sn.StopTheWorldOther = r.stwGC, r.stwOther
+
+	sn.Finalizers = Queue{Queued: r.finQueued, Executed: r.finExecuted, Length: sub0(r.finQueued, r.finExecuted), Latency: r.finLatency}
+	sn.Cleanups = Queue{Queued: r.clnQueued, Executed: r.clnExecuted, Length: sub0(r.clnQueued, r.clnExecuted), Latency: r.clnLatency}
+	s.growth(now, sn)
+
+	sn.PauseP50, sn.PauseP99, sn.PauseMax = s.pauses.quantiles()
+	sn.PauseWindow = min(s.pauses.n, s.pauses.window)
+	sn.PausesMissed = s.pausesMissed
+
+	sn.GCCPUFraction, sn.ForcedPerMinute = s.rates.observe(ratePoint{
+		t: now, cpuGC: r.cpuGC, cpuTotal: r.cpuTotal, forced: r.forced,
+	})
+
+	sn.ReadMemStats = s.msInfo
+	sn.Drops = s.drops
+	if st := s.sent; st != nil {
+		sn.Drops += st.drops.Load()
+	}
+	return s.det.evaluate(sn, evs)
+}
+
+// growth updates the queues' growth rates once the anchor round is at least
+// an interval old, so that the closely spaced rounds GC cycles trigger do
+// not turn the rate into noise.
+func (s *Sampler) growth(now time.Time, sn *Snapshot) {
+	a := &s.anchor
+	if a.ok {
+		if dt := now.Sub(a.t); dt >= s.cfg.interval {
+			sec := dt.Seconds()
+			a.finRate = (float64(sn.Finalizers.Length) - float64(a.fin)) / sec
+			a.clnRate = (float64(sn.Cleanups.Length) - float64(a.cln)) / sec
+		} else {
+			sn.Finalizers.GrowthPerSecond, sn.Cleanups.GrowthPerSecond = a.finRate, a.clnRate
+			return
+		}
+	}
+	a.t, a.fin, a.cln, a.ok = now, sn.Finalizers.Length, sn.Cleanups.Length, true
+	sn.Finalizers.GrowthPerSecond, sn.Cleanups.GrowthPerSecond = a.finRate, a.clnRate
+}
+
+func sub0(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
+// readRuntime is the real reading: runtime/metrics, the GC pause history,
+// the sentinels, and ReadMemStats when it is on and due.
+func (s *Sampler) readRuntime(now time.Time, r *reading) {
+	metrics.Read(s.samples)
+	fillFromMetrics(s.samples, r)
+
+	// ReadGCStats takes the heap lock, not the world. Its Pause and
+	// PauseEnd slices keep their capacity from one call to the next, so
+	// it allocates only the first time.
+	debug.ReadGCStats(&s.gcstats)
+	s.ingest()
+
+	r.finLatency, r.finPending, r.clnLatency, r.clnPending = 0, false, 0, false
+	if st := s.sent; st != nil {
+		ns := now.UnixNano()
+		r.finLatency, r.finPending = s.fin.update(st.fin.load(), s.gcstats.PauseEnd, ns)
+		r.clnLatency, r.clnPending = s.cln.update(st.cln.load(), s.gcstats.PauseEnd, ns)
+	}
+
+	if s.cfg.readMemStats && (s.msInfo.Calls == 0 || now.Sub(s.msInfo.Last) >= s.cfg.readMemStatsEvery) {
+		// Its cost is measured in wall time whatever the Clock: it is
+		// a measurement, not a scheduling decision.
+		start := time.Now()
+		runtime.ReadMemStats(&s.memStats)
+		d := time.Since(start)
+		s.msInfo.Calls++
+		s.msInfo.Last = now
+		s.msInfo.LastDuration = d
+		s.msInfo.TotalDuration += d
+	}
+}
+
+// ingest adds the cycles completed since the previous round to the pause
+// history and the histogram, oldest first.
+func (s *Sampler) ingest() {
+	g := &s.gcstats
+	num := uint64(g.NumGC)
+	if num <= s.lastNumGC {
+		return
+	}
+	fresh := num - s.lastNumGC
+	if avail := uint64(len(g.Pause)); fresh > avail {
+		// The runtime remembers the latest 256 cycles only. Before
+		// the first round, older cycles are history, not misses.
+		if s.snap.Samples > 0 {
+			s.pausesMissed += fresh - avail
+		}
+		fresh = avail
+	}
+	for i := int(fresh) - 1; i >= 0; i-- {
+		s.addPause(Pause{Cycle: num - uint64(i), End: g.PauseEnd[i], Duration: g.Pause[i]})
+	}
+	s.lastNumGC = num
+}
+
+func (s *Sampler) addPause(p Pause) {
+	s.pauses.push(p)
+	s.hist.observe(p.Duration)
+}
+
+// Snapshot returns the latest round's picture. It allocates the
+// histogram's slices; SnapshotInto reuses the caller's.
+func (s *Sampler) Snapshot() Snapshot {
+	var sn Snapshot
+	s.SnapshotInto(&sn)
+	return sn
+}
+
+// SnapshotInto copies the latest round's picture into dst, reusing
+// dst.PauseHistogram's slices when they are large enough: a caller that
+// keeps one Snapshot allocates nothing after the first call.
+func (s *Sampler) SnapshotInto(dst *Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := dst.PauseHistogram
+	*dst = s.snap
+	dst.PauseHistogram = h
+	s.hist.copyInto(&dst.PauseHistogram)
+}
+
+// Pauses appends to dst the pause history the sampler keeps (the latest
+// WithHistory cycles), oldest first, and returns the extended slice.
+func (s *Sampler) Pauses(dst []Pause) []Pause {
+	return s.PausesSince(0, dst)
+}
+
+// PausesSince appends to dst the kept pauses of the cycles after cycle
+// (Pause.Cycle > cycle), oldest first, and returns the extended slice.
+// Passing the latest Cycle already seen yields only what is new.
+func (s *Sampler) PausesSince(cycle uint64, dst []Pause) []Pause {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pauses.appendSince(dst, cycle)
+}
+
+// LastMemStats copies into dst the result of the sampler's latest
+// runtime.ReadMemStats call and returns when it was made; ok is false when
+// none was made (WithReadMemStats is off, or no round has run).
+func (s *Sampler) LastMemStats(dst *runtime.MemStats) (at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.msInfo.Calls == 0 {
+		return time.Time{}, false
+	}
+	*dst = s.memStats
+	return s.msInfo.Last, true
+}
