@@ -112,6 +112,7 @@ func New(opts ...Option) (*Sampler, error) {
 	}
 	s.det = newDetectors(&s.cfg)
 	s.msInfo.Enabled = cfg.readMemStats
+	s.snap.ReadMemStats = s.msInfo
 	s.read = s.readRuntime
 	return s, nil
 }
