@@ -230,13 +230,15 @@ func (l *latencyState) update(v trackView, ends []time.Time, now int64) (lat tim
 	if v.runs != l.seenRuns {
 		l.seenRuns = v.runs
 		l.last = 0
-		if e, ok := queuedBy(ends, v.armed, v.ran); ok && v.ran > e {
+		if e, n := queuedBy(ends, v.armed, v.ran); n > 0 && v.ran > e {
 			l.last = time.Duration(v.ran - e)
 		}
 	}
 	lat = l.last
 	if v.pending != 0 {
-		if e, ok := queuedBy(ends, v.pending, now); ok && now > e {
+		// Overdue only once the second cycle ended: the first may
+		// have begun before the sentinel was armed.
+		if e, n := queuedBy(ends, v.pending, now); n >= 2 && now > e {
 			if d := time.Duration(now - e); d > lat {
 				lat, overdue = d, true
 			}
@@ -245,10 +247,11 @@ func (l *latencyState) update(v trackView, ends []time.Time, now int64) (lat tim
 	return lat, overdue
 }
 
-// queuedBy returns the end of the cycle that certainly queued a sentinel
-// armed at armed, among the cycles ending in (armed, before]: the second
-// oldest of them, or the only one.
-func queuedBy(ends []time.Time, armed, before int64) (int64, bool) {
+// queuedBy looks at the cycles ending in (armed, before] and returns how
+// many there are (counting up to 2) and the end of the one that certainly
+// queued a sentinel armed at armed: the second oldest of them, or the only
+// one.
+func queuedBy(ends []time.Time, armed, before int64) (end int64, cycles int) {
 	var oldest, second int64
 	found := 0
 	// ends is most recent first: skip those after before, then walk
@@ -264,12 +267,11 @@ func queuedBy(ends []time.Time, armed, before int64) (int64, bool) {
 		second, oldest = oldest, e
 		found++
 	}
-	switch {
-	case found == 0:
-		return 0, false
-	case found == 1:
-		return oldest, true
-	default:
-		return second, true
+	switch found {
+	case 0:
+		return 0, 0
+	case 1:
+		return oldest, 1
 	}
+	return second, 2
 }

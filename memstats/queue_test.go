@@ -1,0 +1,168 @@
+package memstats
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+)
+
+// finObj carries a test finalizer. The pointer field keeps it out of the
+// tiny allocator, where finalizers may never run.
+type finObj struct {
+	p *int
+	_ [8]byte
+}
+
+// recorder collects a sampler's events.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+}
+
+func (r *recorder) record(e Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+// saw reports whether detector fired (firing true) or resolved after firing.
+func (r *recorder) saw(detector string, firing bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fired := false
+	for _, e := range r.events {
+		if e.Detector != detector {
+			continue
+		}
+		if e.Firing {
+			fired = true
+			if firing {
+				return true
+			}
+		} else if fired && !firing {
+			return true
+		}
+	}
+	return false
+}
+
+// pollGC is poll with a GC cycle per iteration, at most every 50ms: the
+// sentinels only move when cycles end.
+func pollGC(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	last := time.Time{}
+	poll(t, within, what, func() bool {
+		if time.Since(last) >= 50*time.Millisecond {
+			runtime.GC()
+			last = time.Now()
+		}
+		return cond()
+	})
+}
+
+// TestSlowFinalizersBackUpTheQueue: a few thousand finalizers of 2ms each
+// back the finalizer queue up. Its length and latency rise, the latency
+// detector fires, and everything falls back once the queue drains.
+func TestSlowFinalizersBackUpTheQueue(t *testing.T) {
+	settle(t)
+	// The test forces GC cycles to move the sentinels along; forced_gc
+	// would rightly fire on that.
+	s, err := New(WithInterval(50*time.Millisecond), WithoutDetector(DetectorForcedGC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	s.Subscribe(rec.record)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	pollGC(t, 10*time.Second, "the sentinel's first run", func() bool {
+		return s.Snapshot().Finalizers.Latency > 0
+	})
+
+	const n = 2000 // 2ms each: a backlog of at least 4s
+	for range n {
+		runtime.SetFinalizer(&finObj{}, func(*finObj) { time.Sleep(2 * time.Millisecond) })
+	}
+	runtime.GC() // queues them all
+	start := time.Now()
+
+	var peakLen uint64
+	var peakLat time.Duration
+	pollGC(t, 3*time.Second, "queue length and latency to rise", func() bool {
+		sn := s.Snapshot()
+		peakLen = max(peakLen, sn.Finalizers.Length)
+		peakLat = max(peakLat, sn.Finalizers.Latency)
+		return peakLen > DefaultQueueStalledLength && peakLat >= 250*time.Millisecond
+	})
+	t.Logf("after %v: length up to %d, latency up to %v", time.Since(start).Round(time.Millisecond), peakLen, peakLat)
+
+	pollGC(t, 15*time.Second, "queue_latency to fire", func() bool {
+		return rec.saw(DetectorQueueLatency, true)
+	})
+	sn := s.Snapshot()
+	t.Logf("queue_latency fired after %v: length %d, latency %v", time.Since(start).Round(time.Millisecond), sn.Finalizers.Length, sn.Finalizers.Latency)
+
+	pollGC(t, 30*time.Second, "the queue to drain and the detector to resolve", func() bool {
+		sn := s.Snapshot()
+		return sn.Finalizers.Length < 100 && sn.Finalizers.Latency < DefaultQueueLatency &&
+			rec.saw(DetectorQueueLatency, false)
+	})
+	sn = s.Snapshot()
+	t.Logf("resolved after %v: length %d, latency %v", time.Since(start).Round(time.Millisecond), sn.Finalizers.Length, sn.Finalizers.Latency)
+	if len(s.Active(nil)) != 0 {
+		t.Fatalf("detectors still firing: %+v", s.Active(nil))
+	}
+}
+
+// TestBlockedFinalizerStallsTheQueue: a finalizer that blocks holds up the
+// thousands queued behind it; the executed count stops and
+// finalizer_queue_stalled fires, then resolves when it is released.
+func TestBlockedFinalizerStallsTheQueue(t *testing.T) {
+	settle(t)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(func() { unblock(); settle(t) })
+
+	s, err := New(WithInterval(50*time.Millisecond), WithQueueStalled(DefaultQueueStalledLength, 300*time.Millisecond),
+		WithoutDetector(DetectorForcedGC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec recorder
+	s.Subscribe(rec.record)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+
+	blocking := make(chan struct{})
+	runtime.SetFinalizer(&finObj{}, func(*finObj) { close(blocking); <-release })
+	poll(t, 10*time.Second, "the blocking finalizer to run", func() bool {
+		runtime.GC()
+		select {
+		case <-blocking:
+			return true
+		default:
+			return false
+		}
+	})
+	for range 1500 {
+		runtime.SetFinalizer(&finObj{}, func(*finObj) {})
+	}
+	runtime.GC()
+
+	poll(t, 10*time.Second, "finalizer_queue_stalled to fire", func() bool {
+		return rec.saw(DetectorQueueStalled, true)
+	})
+	if sn := s.Snapshot(); sn.Finalizers.Length <= DefaultQueueStalledLength {
+		t.Fatalf("stalled with a queue of %d", sn.Finalizers.Length)
+	}
+	unblock()
+	pollGC(t, 10*time.Second, "finalizer_queue_stalled to resolve", func() bool {
+		return rec.saw(DetectorQueueStalled, false) && s.Snapshot().Finalizers.Length < 100
+	})
+}
