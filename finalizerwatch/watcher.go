@@ -27,6 +27,8 @@ type Watcher struct {
 	overflow [numKinds]site
 	objs     objMap
 	finFn    func(any) // w.runFinalizer, made once so registering allocates no closure
+	// stackEntries is how many entries full stacks may take in sites.
+	stackEntries int
 
 	// cycles[k] counts the GC cycles that the goroutine running kind k has
 	// caught up with: it is bumped by that kind's sentinel. Ages measured in
@@ -65,6 +67,7 @@ func (w *Watcher) init() {
 		w.stacks, _ = stackcapture.NewTable(stackcapture.WithLimit(w.cfg.maxStacks))
 		w.objs.init()
 		w.finFn = w.runFinalizer
+		w.stackEntries = w.cfg.maxSites - w.cfg.maxSites/8
 		for _, k := range Kinds {
 			w.overflow[k].kind = k
 		}
@@ -155,10 +158,17 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 			// Interned stacks live as long as the table, so the pointer is a
 			// stable identity to hash.
 			h := stackcapture.HashPC(uintptr(unsafe.Pointer(stk))) ^ uint64(k)
-			if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, 0, stk) }); s != nil {
+			if s := w.sites.Get(h, key); s != nil {
 				return s
 			}
-			return &w.overflow[k]
+			// New stacks may take only part of the table: the rest is kept
+			// for site entries, so that once stacks no longer fit, every
+			// registration is still counted at its own site.
+			if w.sites.Len() < w.stackEntries {
+				if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, 0, stk) }); s != nil {
+					return s
+				}
+			}
 		}
 		// No room for the stack: count the registration at its site.
 	}

@@ -1,0 +1,135 @@
+package finalizerwatch
+
+import (
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+func panicMessage(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg, _ = r.(string)
+			if msg == "" {
+				msg = "non-string panic"
+			}
+		}
+	}()
+	f()
+	return ""
+}
+
+type otherThing struct{ p *int }
+
+func TestSetFinalizerBadArguments(t *testing.T) {
+	w := newWatcher(t)
+	set := &thing{}
+	w.SetFinalizer(set, func(*thing) {})
+	t.Cleanup(func() { w.SetFinalizer(set, nil) })
+	tests := []struct {
+		name      string
+		obj, fin  any
+		wantPanic string
+	}{
+		{"nil object", nil, func(*thing) {}, "finalizerwatch.SetFinalizer: first argument is nil"},
+		{"not a pointer", thing{}, func(thing) {}, "finalizerwatch.SetFinalizer: first argument is finalizerwatch.thing, not pointer"},
+		{"not a function", &thing{}, 42, "finalizerwatch.SetFinalizer: second argument is int, not a function"},
+		{"no parameter", &thing{}, func() {}, "finalizerwatch.SetFinalizer: cannot pass *finalizerwatch.thing to finalizer func()"},
+		{"two parameters", &thing{}, func(*thing, int) {}, "finalizerwatch.SetFinalizer: cannot pass *finalizerwatch.thing to finalizer func(*finalizerwatch.thing, int)"},
+		{"variadic", &thing{}, func(...*thing) {}, "finalizerwatch.SetFinalizer: cannot pass *finalizerwatch.thing to finalizer func(...*finalizerwatch.thing) because dotdotdot"},
+		{"wrong type", &thing{}, func(*otherThing) {}, "finalizerwatch.SetFinalizer: cannot pass *finalizerwatch.thing to finalizer func(*finalizerwatch.otherThing)"},
+		{"interface not implemented", &otherThing{}, func(closer) {}, "finalizerwatch.SetFinalizer: cannot pass *finalizerwatch.otherThing to finalizer func(finalizerwatch.closer)"},
+		{"already set", set, func(*thing) {}, "finalizerwatch.SetFinalizer: finalizer already set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := panicMessage(func() { w.SetFinalizer(tt.obj, tt.fin) }); got != tt.wantPanic {
+				t.Fatalf("panic %q, want %q", got, tt.wantPanic)
+			}
+		})
+	}
+	// A refused registration leaves the ledger as it was.
+	tot := w.Totals(KindFinalizer)
+	if tot.Registered != 1 || tot.Outstanding != 1 {
+		t.Fatalf("after refused registrations: %+v", tot)
+	}
+}
+
+func TestAddCleanupBadArguments(t *testing.T) {
+	w := newWatcher(t)
+	o := &thing{}
+	tests := []struct {
+		name      string
+		add       func()
+		wantPanic string
+	}{
+		{"nil ptr", func() { AddCleanupTo(w, (*thing)(nil), func(int) {}, 0) }, "finalizerwatch.AddCleanup: ptr is nil"},
+		{"nil cleanup", func() { AddCleanupTo(w, o, (func(int))(nil), 0) }, "finalizerwatch.AddCleanup: cleanup is nil"},
+		{"arg is ptr", func() { AddCleanupTo(w, o, func(*thing) {}, o) }, "finalizerwatch.AddCleanup: ptr is equal to arg, cleanup will never run"},
+		{"arg is ptr as unsafe.Pointer", func() { AddCleanupTo(w, o, func(unsafe.Pointer) {}, unsafe.Pointer(o)) }, "finalizerwatch.AddCleanup: ptr is equal to arg, cleanup will never run"},
+		{"nil watcher", func() { AddCleanupTo(nil, o, func(int) {}, 0) }, "finalizerwatch.AddCleanupTo: nil Watcher"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := panicMessage(tt.add)
+			if got == "" || !strings.HasPrefix(got, tt.wantPanic) {
+				t.Fatalf("panic %q, want prefix %q", got, tt.wantPanic)
+			}
+		})
+	}
+	if tot := w.Totals(KindCleanup); tot.Registered != 0 || tot.Outstanding != 0 {
+		t.Fatalf("refused registrations were counted: %+v", tot)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		give Option
+		want string
+	}{
+		{"max sites", WithMaxSites(0), "finalizerwatch: WithMaxSites: must be > 0, got 0"},
+		{"max stacks", WithMaxStacks(-3), "finalizerwatch: WithMaxStacks: must be > 0, got -3"},
+		{"suspect cycles low", WithSuspectCycles(0), "finalizerwatch: WithSuspectCycles: must be in [1, 15], got 0"},
+		{"suspect cycles high", WithSuspectCycles(16), "finalizerwatch: WithSuspectCycles: must be in [1, 15], got 16"},
+		{"nil option", nil, "finalizerwatch: New: nil Option"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := New(tt.give)
+			if err == nil || err.Error() != tt.want || w != nil {
+				t.Fatalf("New: %v, %v; want error %q", w, err, tt.want)
+			}
+		})
+	}
+	if got := panicMessage(func() { newWatcher(t).Top(-1) }); got != "finalizerwatch.Top: negative n" {
+		t.Fatalf("Top(-1) panicked with %q", got)
+	}
+}
+
+// Zero-size objects share one address and the runtime ignores their
+// finalizers; the ledger must not count them as outstanding forever.
+func TestZeroSizeObjectsAreNotCounted(t *testing.T) {
+	w := newWatcher(t)
+	type empty struct{}
+	w.SetFinalizer(&empty{}, func(*empty) {})
+	AddCleanupTo(w, &empty{}, func(int) {}, 1)
+	for _, k := range Kinds {
+		if tot := w.Totals(k); tot.Registered != 0 {
+			t.Errorf("%v: %+v", k, tot)
+		}
+	}
+}
+
+var global thing
+
+// The runtime ignores cleanups on globals; AddCleanup can tell, and does
+// not count them.
+func TestCleanupOnGlobalIsNotCounted(t *testing.T) {
+	w := newWatcher(t)
+	c := AddCleanupTo(w, &global, func(int) {}, 1)
+	c.Stop()
+	if tot := w.Totals(KindCleanup); tot.Registered != 0 || tot.Outstanding != 0 {
+		t.Fatalf("cleanup on a global counted: %+v", tot)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !race
+
+package finalizerwatch
+
+const concurrentPerGoroutine = 100_000
+
+const millionDepth = 20
