@@ -1,0 +1,96 @@
+// Package memstats samples the Go runtime's garbage collector and its
+// finalizer and cleanup queues without stopping the world, and watches the
+// samples with detectors.
+//
+// A Sampler reads a fixed set of runtime/metrics (MetricNames) into a slice
+// it built once, the per-cycle GC pause history from debug.ReadGCStats
+// (which takes the heap lock, not the world), and, only if asked
+// (WithReadMemStats), runtime.ReadMemStats at most once per
+// WithReadMemStatsInterval, measuring what each call costs. It samples on
+// an interval and on every GC cycle: a sentinel object whose finalizer
+// re-arms itself wakes it, and the delay between the end of the cycle that
+// queued the sentinel and the sentinel's run is the finalizer queue
+// latency; a second sentinel does the same for cleanups
+// (runtime.AddCleanup). A round allocates nothing.
+//
+// # Usage
+//
+//	s, err := memstats.New(memstats.WithInterval(time.Second))
+//	if err != nil {
+//		return err
+//	}
+//	cancel := s.Subscribe(func(e memstats.Event) {
+//		slog.Warn("gc detector", "detector", e.Detector, "firing", e.Firing, "value", e.Value)
+//	})
+//	defer cancel()
+//	if err := s.Start(); err != nil {
+//		return err
+//	}
+//	defer s.Stop()
+//	...
+//	snap := s.Snapshot()
+//	fmt.Println(snap.Finalizers.Length, snap.Finalizers.Latency, snap.PauseP99)
+//
+// Callers that manage their own goroutines use Run(ctx) instead of Start;
+// Sample performs one round synchronously.
+//
+// # Concurrency
+//
+// All exported functions and methods are safe for concurrent use unless
+// specified otherwise. A sampling round holds the sampler's lock; readers
+// (Snapshot, SnapshotInto, Pauses, PausesSince, Active, LastMemStats) copy
+// under it. Event handlers run on the goroutine that runs the round (the
+// sampler's own goroutine once started) after the lock is released: they
+// may call the sampler, and must be quick, since the sampler does not
+// sample while they run. The sentinels' callbacks never block the
+// runtime's finalizer and cleanup goroutines: they record a timestamp in
+// atomics and wake the sampler with a non-blocking send, counting the
+// wake-ups they drop (Snapshot.Drops).
+//
+// # Snapshot fields
+//
+//	Field                         Source
+//	Time                          the Clock, at the start of the round
+//	Samples                       rounds so far
+//	Cycles                        /gc/cycles/total:gc-cycles
+//	ForcedCycles                  /gc/cycles/forced:gc-cycles
+//	HeapLive                      /gc/heap/live:bytes
+//	HeapGoal                      /gc/heap/goal:bytes
+//	GOGC                          /gc/gogc:percent (-1 when off)
+//	MemoryLimit                   /gc/gomemlimit:bytes
+//	Finalizers.Queued, Executed   /gc/finalizers/queued:finalizers, /gc/finalizers/executed:finalizers
+//	Cleanups.Queued, Executed     /gc/cleanups/queued:cleanups, /gc/cleanups/executed:cleanups
+//	*.Length                      Queued - Executed
+//	*.GrowthPerSecond             change of Length over the latest interval
+//	*.Latency                     the finalizer (cleanup) sentinel against debug.ReadGCStats PauseEnd
+//	PauseP50, PauseP99, PauseMax  debug.ReadGCStats Pause, over the latest WithPauseWindow cycles
+//	PauseWindow                   cycles in that window
+//	PausesMissed                  cycles the runtime's 256-cycle history lost between two rounds
+//	GCCPUFraction                 Δ /cpu/classes/gc/total:cpu-seconds ÷ Δ /cpu/classes/total:cpu-seconds over WithRateWindow
+//	ForcedPerMinute               Δ /gc/cycles/forced:gc-cycles over WithRateWindow
+//	MCacheInuse                   /memory/classes/metadata/mcache/inuse:bytes
+//	StopTheWorldGC                observations in /sched/pauses/total/gc:seconds
+//	StopTheWorldOther             observations in /sched/pauses/total/other:seconds
+//	ReadMemStats                  the sampler's own runtime.ReadMemStats calls and their cost
+//	Drops                         sentinel wake-ups dropped while one was pending
+//	PauseHistogram                every per-cycle pause seen (debug.ReadGCStats), in PauseBuckets
+//
+// A metric the running Go does not support is skipped and its field stays
+// zero.
+//
+// # Detectors
+//
+// Each detector fires an Event when its condition starts to hold and
+// another when it stops; thresholds are options, defaults are constants:
+//
+//	finalizer_queue_stalled  a queue longer than DefaultQueueStalledLength whose executed
+//	                         count has not moved for DefaultQueueStalledFor (WithQueueStalled)
+//	forced_gc                DefaultForcedGCPerMinute forced cycles a minute or more (WithForcedGC)
+//	mcache_inuse             MCacheInuse above DefaultMCacheInuseBytes for DefaultMCacheInuseFor
+//	                         (WithMCacheInuse)
+//	queue_latency            finalizer or cleanup queue latency above DefaultQueueLatency
+//	                         (WithQueueLatency)
+//
+// WithoutDetector turns one off. Time-based conditions follow the Clock
+// (WithClock), so they can be tested without sleeping.
+package memstats
