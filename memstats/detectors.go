@@ -229,7 +229,8 @@ type subscriber struct {
 // fn is called synchronously by the goroutine running the sampling round
 // (the sampler's goroutine once Start or Run is called, or the caller of
 // Sample), after the sampler's lock is released, so it may call Snapshot.
-// It must be quick: while it runs, the sampler does not sample.
+// It must be quick: while it runs, the sampler does not sample. It must
+// not call Stop, which waits for the goroutine running the handler.
 func (s *Sampler) Subscribe(fn func(Event)) (cancel func()) {
 	if fn == nil {
 		return func() {}

@@ -74,7 +74,7 @@ const (
 
 // ErrInvalidOption is wrapped by every error New returns for a bad option
 // value; errors.As with *OptionError tells which option.
-var ErrInvalidOption = errors.New("invalid option")
+var ErrInvalidOption = errors.New("memstats: invalid option")
 
 // OptionError reports an option New rejected.
 type OptionError struct {

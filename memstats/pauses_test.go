@@ -151,6 +151,14 @@ func TestIngest(t *testing.T) {
 	if got := s.PausesSince(298, nil); len(got) != 2 || got[0].Cycle != 299 || got[1].Cycle != 300 {
 		t.Fatalf("PausesSince(298) = %v", got)
 	}
+
+	// The runtime's uint32 cycle count wraps; Pause.Cycle does not.
+	s.lastNumGC = 1<<32 - 1
+	set(2, 3) // cycles 2^32, 2^32+1 and 2^32+2, reported as 0, 1 and 2
+	s.ingest()
+	if got := s.PausesSince(1<<32-1, nil); len(got) != 3 || got[0].Cycle != 1<<32 || got[2].Cycle != 1<<32+2 {
+		t.Fatalf("after wrap-around: %+v", got)
+	}
 }
 
 // TestPausesFromRuntime checks the history against real GC cycles.

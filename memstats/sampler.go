@@ -48,7 +48,7 @@ type Sampler struct {
 	gcstats      debug.GCStats
 	cur          reading
 	snap         Snapshot // PauseHistogram left empty: hist is the truth
-	lastNumGC    uint64
+	lastNumGC    uint64 // cycles ingested, extended past the runtime's uint32
 	pausesMissed uint64
 	pauses       pauseRing
 	hist         Histogram
@@ -316,11 +316,13 @@ func (s *Sampler) readRuntime(now time.Time, r *reading) {
 // history and the histogram, oldest first.
 func (s *Sampler) ingest() {
 	g := &s.gcstats
-	num := uint64(g.NumGC)
-	if num <= s.lastNumGC {
+	// The runtime counts cycles in a uint32; extend it, so that
+	// Pause.Cycle keeps increasing past 2^32 cycles.
+	fresh := uint64(uint32(g.NumGC) - uint32(s.lastNumGC))
+	if fresh == 0 {
 		return
 	}
-	fresh := num - s.lastNumGC
+	num := s.lastNumGC + fresh
 	if avail := uint64(len(g.Pause)); fresh > avail {
 		// The runtime remembers the latest 256 cycles only. Before
 		// the first round, older cycles are history, not misses.
