@@ -48,7 +48,7 @@ type Sampler struct {
 	gcstats      debug.GCStats
 	cur          reading
 	snap         Snapshot // PauseHistogram left empty: hist is the truth
-	lastNumGC    uint64 // cycles ingested, extended past the runtime's uint32
+	lastNumGC    uint64   // cycles ingested, extended past the runtime's uint32
 	pausesMissed uint64
 	pauses       pauseRing
 	hist         Histogram
