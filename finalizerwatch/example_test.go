@@ -1,0 +1,61 @@
+package finalizerwatch_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+type conn struct {
+	fd   int
+	peer *conn
+}
+
+var pool []*conn // a cache that is never emptied: the leak
+
+func dial(w *finalizerwatch.Watcher, fd int) *conn {
+	c := &conn{fd: fd}
+	w.SetFinalizer(c, func(c *conn) { /* close(c.fd) */ })
+	return c
+}
+
+func Example() {
+	w, err := finalizerwatch.New()
+	if err != nil {
+		panic(err)
+	}
+	defer w.Close()
+
+	for i := range 100 {
+		c := dial(w, i)
+		if i%10 == 0 {
+			pool = append(pool, c) // kept: 10 connections never finalized
+		}
+	}
+
+	// Let a few GC cycles pass (a real program just keeps running).
+	for start := w.Cycles(finalizerwatch.KindFinalizer); w.Cycles(finalizerwatch.KindFinalizer) < start+5; {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+
+	for _, s := range w.Top(1) {
+		fmt.Printf("%s %s: registered %d, outstanding %d, suspect %d\n",
+			s.Kind, filepath.Base(s.Site.File), s.Registered, s.Outstanding, s.Suspect)
+	}
+	// Output:
+	// finalizer example_test.go: registered 100, outstanding 10, suspect 10
+}
+
+func ExampleAddCleanup() {
+	type buffer struct{ data []byte }
+	released := make(chan int, 1)
+	b := &buffer{data: make([]byte, 1<<10)}
+	c := finalizerwatch.AddCleanup(b, func(handle int) { released <- handle }, 7)
+	c.Stop() // b is returned to its owner: no cleanup needed after all
+	fmt.Println("stopped")
+	// Output: stopped
+}
