@@ -36,6 +36,7 @@ type Watcher struct {
 	// is backed up.
 	cycles [numKinds]atomic.Uint32
 	closed atomic.Bool
+	full   atomic.Bool // capture every registration's full stack
 }
 
 // Default is the Watcher behind the package-level SetFinalizer and
@@ -57,6 +58,7 @@ func New(opts ...Option) (*Watcher, error) {
 	if err := w.cfg.apply(opts); err != nil {
 		return nil, err
 	}
+	w.full.Store(w.cfg.fullStacks)
 	return w, nil
 }
 
@@ -99,7 +101,12 @@ func (w *Watcher) Cycles(k Kind) uint64 {
 func (w *Watcher) SuspectCycles() int { return w.cfg.suspectCycles }
 
 // FullStacks reports whether every registration captures its full stack.
-func (w *Watcher) FullStacks() bool { return w.cfg.fullStacks }
+func (w *Watcher) FullStacks() bool { return w.full.Load() }
+
+// SetFullStacks turns full-stack capture on every registration on or off
+// (see WithFullStacks), from the next registration on: a program can turn
+// it on while it hunts a leak, as it would raise runtime.MemProfileRate.
+func (w *Watcher) SetFullStacks(on bool) { w.full.Store(on) }
 
 // sentinel objects are big enough and hold a pointer, so they are never
 // tiny-allocated (a tiny block is freed only when all of it is).
@@ -149,7 +156,7 @@ func cleanupTick(wp weak.Pointer[Watcher]) {
 //
 //go:noinline
 func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
-	if w.cfg.fullStacks {
+	if w.full.Load() {
 		var pcs [stackcapture.MaxDepth]uintptr
 		n := stackcapture.Callers(skip+1, pcs[:])
 		stk := w.stacks.Intern(pcs[:n])

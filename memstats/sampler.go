@@ -61,6 +61,8 @@ type Sampler struct {
 	msInfo       ReadMemStatsInfo
 	det          detectors
 
+	sentinelRuns [2]atomic.Uint64 // see SentinelRuns
+
 	subsMu  sync.Mutex
 	subs    atomic.Pointer[[]subscriber]
 	nextSub uint64
@@ -169,7 +171,7 @@ func (s *Sampler) begin(parent context.Context) (context.Context, *sentinelState
 	ctx, cancel := context.WithCancel(parent)
 	s.state, s.cancel, s.done = stateRunning, cancel, make(chan struct{})
 
-	st := newSentinelState(s.cfg.clock)
+	st := newSentinelState(s.cfg.clock, &s.sentinelRuns)
 	s.mu.Lock()
 	s.sent = st
 	s.fin, s.cln = latencyState{}, latencyState{}
@@ -388,4 +390,12 @@ func (s *Sampler) LastMemStats(dst *runtime.MemStats) (at time.Time, ok bool) {
 	}
 	*dst = s.memStats
 	return s.msInfo.Last, true
+}
+
+// SentinelRuns returns how many of the sampler's own sentinel finalizers
+// and cleanups have run since it was made. The runtime's executed counts
+// (Snapshot.Finalizers.Executed, Cleanups.Executed) include them, so a
+// caller that compares those counts with its own subtracts these.
+func (s *Sampler) SentinelRuns() (finalizers, cleanups uint64) {
+	return s.sentinelRuns[0].Load(), s.sentinelRuns[1].Load()
 }

@@ -327,3 +327,26 @@ func TestWakesOnGC(t *testing.T) {
 		t.Fatalf("latencies %v %v on an idle queue", sn.Finalizers.Latency, sn.Cleanups.Latency)
 	}
 }
+
+func TestSentinelRunsCounted(t *testing.T) {
+	s, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		f, c := s.SentinelRuns()
+		if f >= 2 && c >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sentinel runs %d/%d after 20s of GC", f, c)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}

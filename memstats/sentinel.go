@@ -104,13 +104,17 @@ type sentinelState struct {
 	finObj atomic.Pointer[weak.Pointer[sentinel]]
 	clnObj atomic.Pointer[runtime.Cleanup]
 
+	// runs counts the runs of both chains for the Sampler, across restarts:
+	// [0] finalizers, [1] cleanups.
+	runs *[2]atomic.Uint64
+
 	// The callbacks as func values, built once rather than per arming.
 	onFin func(*sentinel)
 	onCln func(int64)
 }
 
-func newSentinelState(c Clock) *sentinelState {
-	st := &sentinelState{clock: c, wake: make(chan struct{}, 1)}
+func newSentinelState(c Clock, runs *[2]atomic.Uint64) *sentinelState {
+	st := &sentinelState{clock: c, wake: make(chan struct{}, 1), runs: runs}
 	st.onFin = st.finalized
 	st.onCln = st.cleaned
 	return st
@@ -179,6 +183,7 @@ func (st *sentinelState) finalized(s *sentinel) {
 	now := st.clock.Now().UnixNano()
 	rearm := !st.stopped.Load()
 	st.fin.record(s.armed, now, rearm)
+	st.runs[0].Add(1)
 	st.notify()
 	if rearm {
 		st.armFinalizer(now)
@@ -190,6 +195,7 @@ func (st *sentinelState) cleaned(armed int64) {
 	now := st.clock.Now().UnixNano()
 	rearm := !st.stopped.Load()
 	st.cln.record(armed, now, rearm)
+	st.runs[1].Add(1)
 	st.notify()
 	if rearm {
 		st.armCleanup(now)

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -112,7 +113,7 @@ func TestTrackSeqlock(t *testing.T) {
 }
 
 func TestNotifyDropsWhenBusy(t *testing.T) {
-	st := newSentinelState(systemClock{})
+	st := newSentinelState(systemClock{}, new([2]atomic.Uint64))
 	st.notify()
 	st.notify()
 	st.notify()
