@@ -1,0 +1,80 @@
+package finalizertest
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fakeT records what VerifyNone reports.
+type fakeT struct {
+	errors  []string
+	helpers int
+}
+
+func (f *fakeT) Error(args ...any) { f.errors = append(f.errors, fmt.Sprint(args...)) }
+func (f *fakeT) Helper()           { f.helpers++ }
+
+var _ TestingT = (*fakeT)(nil)
+var _ TestingT = (*testing.T)(nil)
+var _ TestingM = (*testing.M)(nil)
+
+// newWatcher returns a Watcher of the test's own, closed when it ends.
+func newWatcher(t testing.TB) *finalizerwatch.Watcher {
+	t.Helper()
+	w, err := finalizerwatch.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+// markerLine returns the line of file (in this package) that ends with the
+// comment "// marker: name", where a test plants a registration.
+func markerLine(t testing.TB, file, name string) int {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, "// marker: "+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no marker %q in %s", name, file)
+	return 0
+}
+
+// await polls cond, forcing GC, until it holds or the deadline passes.
+func await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// forcedGCs returns how many GC cycles the program has forced so far.
+func forcedGCs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
