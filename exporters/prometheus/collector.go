@@ -1,0 +1,209 @@
+package promexporter
+
+import (
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/memstats"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector is a prometheus.Collector of a finalizerwatch.Watcher's ledger
+// and, optionally, of a memstats.Sampler's runtime signals. Make one with
+// New and register it; the package documentation lists what it exports.
+type Collector struct {
+	cfg    config
+	d      *descs
+	bounds []float64 // the duration histogram's bucket bounds, seconds
+
+	// sites returns the ledger to export: cfg.watcher.Sites, except in
+	// tests that feed synthetic ledgers in.
+	sites func() []finalizerwatch.SiteStats
+
+	// mu serializes Collect, which keeps state from one call to the next
+	// (the "other" counters, the high-water mark of the unwatched counters)
+	// and reuses its scratch buffers. The lock is heavy-handed, but Collect
+	// runs once per scrape, and two scrapes at once would otherwise race to
+	// update that state.
+	mu        sync.Mutex
+	other     [numKinds]otherState
+	unwatched [numKinds]uint64
+	top       [numKinds][]int
+	members   []*member
+	total     [numKinds][]uint64 // per kind, the counters summed over every site
+	otherVec  []uint64           // the counters to export under "other"
+	vec       []uint64           // scratch
+	seen      []string           // detector names exported by this Collect
+	sn        memstats.Snapshot
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// New returns a Collector configured by opts: by default it exports the
+// ledger of finalizerwatch.Default with DefaultTopK sites of each kind, and
+// no runtime-level series. A bad option is an error naming it.
+func New(opts ...Option) (*Collector, error) {
+	cfg := defaultConfig()
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
+	}
+	c := &Collector{
+		cfg:    cfg,
+		d:      descriptors(),
+		bounds: finalizerwatch.DurationBounds(),
+		sites:  cfg.watcher.Sites,
+	}
+	n := vecLen(c.bounds)
+	for k := range c.other {
+		c.other[k] = newOtherState(n)
+	}
+	for k := range c.total {
+		c.total[k] = make([]uint64, n)
+	}
+	c.otherVec = make([]uint64, n)
+	c.vec = make([]uint64, n)
+	return c, nil
+}
+
+// Describe sends the descriptor of every series the collector can export,
+// whichever options it was made with: registering two Collectors on one
+// registry fails with prometheus.AlreadyRegisteredError either way.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.d.all() {
+		ch <- d
+	}
+}
+
+// Collect sends the current values. Its cost is that of one
+// Watcher.Sites call (linear in the number of ledger entries, with an
+// allocation or two per entry), a selection of the top K of each kind
+// without sorting the others, and O(K) metrics.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
+	// The snapshot is taken before the ledger is read, so that the
+	// runtime's counts in it are no newer than the watcher's: see
+	// unwatchedNow.
+	var sn *memstats.Snapshot
+	if c.cfg.snapshot != nil {
+		c.sn = c.cfg.snapshot()
+		sn = &c.sn
+	}
+	sites := c.sites()
+	var executed [numKinds]uint64
+	c.collectSites(ch, sites, &executed)
+	c.collectSelf(ch, sites)
+	if sn != nil {
+		c.collectRuntime(ch, sn, &executed)
+	}
+	if c.cfg.detectors != nil {
+		c.collectDetectors(ch)
+	}
+}
+
+// collectSites sends the per-site series, and sets executed to the
+// watcher's executed count of each kind.
+func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerwatch.SiteStats, executed *[numKinds]uint64) {
+	selectTop(sites, c.cfg.topK, &c.top)
+	var count [numKinds]int
+	var outstanding, suspect [numKinds]uint64
+	for k := range c.total {
+		clear(c.total[k])
+	}
+	for i := range sites {
+		s := &sites[i]
+		k := int(s.Kind)
+		if k >= numKinds {
+			continue
+		}
+		count[k]++
+		outstanding[k] += s.Outstanding
+		suspect[k] += s.Suspect
+		fillVec(c.vec, s)
+		addVec(c.total[k], c.vec)
+	}
+	for k, kind := range finalizerwatch.Kinds {
+		executed[k] = c.total[k][vExecuted]
+		c.members = c.other[k].update(sites, c.top[k], c.total[k], c.otherVec, c.members)
+		kl := kind.String()
+		for j, i := range c.top[k] {
+			s := &sites[i]
+			m := c.members[j]
+			c.sendSite(ch, kl, m.label, s.Outstanding, s.Suspect, m.last)
+			outstanding[k] -= s.Outstanding
+			suspect[k] -= s.Suspect
+		}
+		// "other" exists once a kind has more sites than K; since ledger
+		// entries are never removed, it never goes away again.
+		if count[k] > len(c.top[k]) {
+			c.sendSite(ch, kl, otherSite, outstanding[k], suspect[k], c.otherVec)
+		}
+	}
+}
+
+// sendSite sends the series of one site, or of "other", from its gauges
+// and its ledger vector v.
+func (c *Collector) sendSite(ch chan<- prometheus.Metric, kind, site string, outstanding, suspect uint64, v []uint64) {
+	d := c.d
+	site = validLabel(site)
+	ch <- prometheus.MustNewConstMetric(d.outstanding, prometheus.GaugeValue, float64(outstanding), kind, site)
+	ch <- prometheus.MustNewConstMetric(d.registered, prometheus.CounterValue, float64(v[vRegistered]), kind, site)
+	ch <- prometheus.MustNewConstMetric(d.executed, prometheus.CounterValue, float64(v[vExecuted]), kind, site)
+	ch <- prometheus.MustNewConstMetric(d.cleared, prometheus.CounterValue, float64(v[vCleared]), kind, site)
+	ch <- prometheus.MustNewConstMetric(d.suspect, prometheus.GaugeValue, float64(suspect), kind, site)
+	ch <- prometheus.MustNewConstHistogram(d.duration, v[vDurCount], float64(v[vDurSumNs])/1e9,
+		cumulative(c.bounds, v[vDurBuckets:]), kind, site)
+}
+
+// cumulative returns the cumulative bucket counts of per-bucket counts
+// (the last one, above every bound, left out: it is the count's). The map
+// is new each time: a const histogram keeps it and reads it when the
+// registry writes the metric, after Collect has returned.
+func cumulative(bounds []float64, counts []uint64) map[float64]uint64 {
+	m := make(map[float64]uint64, len(bounds))
+	var sum uint64
+	for i, b := range bounds {
+		if i < len(counts) {
+			sum += counts[i]
+		}
+		m[b] = sum
+	}
+	return m
+}
+
+// collectSelf sends the series about the watcher's own tables.
+func (c *Collector) collectSelf(ch chan<- prometheus.Metric, sites []finalizerwatch.SiteStats) {
+	d := c.d
+	ov := c.cfg.watcher.Overflow()
+	ch <- prometheus.MustNewConstMetric(d.sitesOverflow, prometheus.CounterValue, float64(ov.Sites))
+	ch <- prometheus.MustNewConstMetric(d.stacksOverflow, prometheus.CounterValue, float64(ov.Stacks))
+	var tracked [numKinds]int
+	for i := range sites {
+		if int(sites[i].Kind) < numKinds && !isOverflowSite(&sites[i]) {
+			tracked[sites[i].Kind]++
+		}
+	}
+	for k, kind := range finalizerwatch.Kinds {
+		ch <- prometheus.MustNewConstMetric(d.sitesTracked, prometheus.GaugeValue, float64(tracked[k]), kind.String())
+	}
+}
+
+// overflowFunction is the function name of the watcher's overflow site
+// (finalizerwatch.WithMaxSites).
+const overflowFunction = "gcprobe.overflow"
+
+func isOverflowSite(s *finalizerwatch.SiteStats) bool {
+	return s.Site.Function == overflowFunction
+}
+
+// validLabel makes s valid UTF-8, as label values must be; file names
+// rarely are not.
+func validLabel(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}

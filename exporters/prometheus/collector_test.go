@@ -1,0 +1,416 @@
+package promexporter
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"reflect"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/stackcapture"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// kept holds the objects that tests leak on purpose, so that their
+// finalizers and cleanups never run while the test looks.
+var kept []*siteObj
+
+func plantFinalizerLeak(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		o := new(siteObj)
+		w.SetFinalizer(o, finalizeSiteObj) // marker: finalizer-leak
+		kept = append(kept, o)
+	}
+}
+
+func churnFinalizers(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		w.SetFinalizer(new(siteObj), finalizeSiteObj) // marker: finalizer-churn
+	}
+}
+
+func plantCleanupLeak(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		o := new(siteObj)
+		finalizerwatch.AddCleanupTo(w, o, cleanupSiteObj, 0) // marker: cleanup-leak
+		kept = append(kept, o)
+	}
+}
+
+func churnCleanups(w *finalizerwatch.Watcher, n int) {
+	for i := range n {
+		finalizerwatch.AddCleanupTo(w, new(siteObj), cleanupSiteObj, i) // marker: cleanup-churn
+	}
+}
+
+// siteLabel is the site label of a registration made by fn (a planting
+// function of this file) on the line marked name.
+func siteLabel(t *testing.T, fn any, name string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	f := stackcapture.Frame{
+		Function: runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name(),
+		File:     file,
+		Line:     markerLine(t, "collector_test.go", name),
+	}
+	return f.String()
+}
+
+// golden renders testdata/name as a template with data.
+func golden(t *testing.T, name string, data any) string {
+	t.Helper()
+	src, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := template.New(name).Parse(string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, data); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// plantedWatcher returns a closed watcher (so that its GC clocks stand
+// still) with two sites of each kind: a leak of 5 finalizers (3 cleanups)
+// whose registrations are all suspects, and a churn of 100 finalizers (50
+// cleanups) that have all run.
+func plantedWatcher(t *testing.T) *finalizerwatch.Watcher {
+	t.Helper()
+	t.Cleanup(func() { kept = nil })
+	w := newWatcher(t)
+	plantFinalizerLeak(w, 5)
+	churnFinalizers(w, 100)
+	plantCleanupLeak(w, 3)
+	churnCleanups(w, 50)
+	awaitCycles(t, w, uint64(w.SuspectCycles())+1)
+	await(t, "the churned registrations to run", func() bool {
+		return w.Totals(finalizerwatch.KindFinalizer).Executed == 100 &&
+			w.Totals(finalizerwatch.KindCleanup).Executed == 50
+	})
+	w.Close()
+	return w
+}
+
+func TestCollectSitesGolden(t *testing.T) {
+	w := plantedWatcher(t)
+	c := newCollector(t, WithWatcher(w), WithTopK(1))
+	want := golden(t, "sites.golden", map[string]string{
+		"FinalizerLeak": siteLabel(t, plantFinalizerLeak, "finalizer-leak"),
+		"CleanupLeak":   siteLabel(t, plantCleanupLeak, "cleanup-leak"),
+	})
+	names := []string{
+		"gcprobe_finalizers_outstanding",
+		"gcprobe_finalizers_registered_total",
+		"gcprobe_finalizers_executed_total",
+		"gcprobe_finalizers_cleared_total",
+		"gcprobe_finalizers_suspect_objects",
+		"gcprobe_sites_tracked",
+		"gcprobe_sites_overflow_total",
+		"gcprobe_stacks_overflow_total",
+	}
+	// Twice: a second Collect with nothing new must not move "other".
+	for range 2 {
+		if err := collectAndCompare(c, strings.NewReader(want), names...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Without WithSnapshotFunc and WithDetectors, none of their series.
+	for _, name := range []string{"gcprobe_finalizer_queue_length", "gcprobe_gc_pause_seconds", "gcprobe_detector_firing", "gcprobe_finalizers_unwatched_total"} {
+		n, err := countSeries(c, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("%s: %d series without a snapshot func or detectors, want 0", name, n)
+		}
+	}
+}
+
+func TestCollectDurationHistogram(t *testing.T) {
+	w := plantedWatcher(t)
+	c := newCollector(t, WithWatcher(w), WithTopK(1))
+	fams := gather(t, c)
+	h := series(t, fams, "gcprobe_finalizer_duration_seconds", "finalizer", otherSite).GetHistogram()
+	if h.GetSampleCount() != 100 {
+		t.Errorf("duration count of the finalizer churn = %d, want 100", h.GetSampleCount())
+	}
+	var bounds []float64
+	for _, b := range h.GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	if want := finalizerwatch.DurationBounds(); !slices.Equal(bounds, want) {
+		t.Errorf("duration buckets = %v, want %v", bounds, want)
+	}
+	leak := series(t, fams, "gcprobe_finalizer_duration_seconds", "cleanup", siteLabel(t, plantCleanupLeak, "cleanup-leak"))
+	if n := leak.GetHistogram().GetSampleCount(); n != 0 {
+		t.Errorf("duration count of the cleanup leak = %d, want 0", n)
+	}
+}
+
+// fakeSnapshot is the runtime picture testdata/runtime.golden expects.
+func fakeSnapshot() memstats.Snapshot {
+	return memstats.Snapshot{
+		ForcedCycles:  7,
+		GCCPUFraction: 0.25,
+		Finalizers:    memstats.Queue{Queued: 120, Executed: 100, Length: 20, Latency: 1500 * time.Millisecond},
+		Cleanups:      memstats.Queue{Queued: 60, Executed: 50, Length: 10, Latency: 2 * time.Millisecond},
+		PauseHistogram: memstats.Histogram{
+			Bounds: []float64{0.001, 0.01},
+			Counts: []uint64{3, 2, 1},
+			Count:  6,
+			Sum:    0.05,
+		},
+	}
+}
+
+func TestCollectRuntimeGolden(t *testing.T) {
+	// A watcher that has seen no registration has no sentinels: its
+	// executed counts and cycles are 0, so unwatched is the runtime's
+	// count less what the own-callbacks function reports.
+	w := newWatcher(t)
+	c := newCollector(t,
+		WithWatcher(w),
+		WithSnapshotFunc(fakeSnapshot),
+		WithOwnCallbacksFunc(func(k finalizerwatch.Kind) uint64 {
+			if k == finalizerwatch.KindFinalizer {
+				return 4
+			}
+			return 0
+		}),
+		WithDetectors(func(yield func(string, bool) bool) {
+			_ = yield("forced_gc", true) && yield("queue_latency", false) && yield("forced_gc", false)
+		}),
+	)
+	want := golden(t, "runtime.golden", nil)
+	names := []string{
+		"gcprobe_finalizer_queue_length",
+		"gcprobe_finalizer_queue_latency_seconds",
+		"gcprobe_finalizers_queued_total",
+		"gcprobe_finalizers_runtime_executed_total",
+		"gcprobe_finalizers_unwatched_total",
+		"gcprobe_gc_pause_seconds",
+		"gcprobe_gc_forced_cycles_total",
+		"gcprobe_gc_cpu_fraction",
+		"gcprobe_detector_firing",
+	}
+	if err := collectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestUnwatchedIsMonotonic(t *testing.T) {
+	w := newWatcher(t)
+	executed := []uint64{10, 30, 20, 25, 40}
+	want := []float64{10, 30, 30, 30, 40}
+	step := 0
+	c := newCollector(t, WithWatcher(w), WithSnapshotFunc(func() memstats.Snapshot {
+		return memstats.Snapshot{Finalizers: memstats.Queue{Executed: executed[step]}}
+	}), WithOwnCallbacksFunc(func(finalizerwatch.Kind) uint64 { return 0 }))
+	for step = range executed {
+		got := series(t, gather(t, c), "gcprobe_finalizers_unwatched_total", "finalizer", "").GetCounter().GetValue()
+		if got != want[step] {
+			t.Errorf("step %d: runtime executed %d: unwatched = %v, want %v", step, executed[step], got, want[step])
+		}
+	}
+
+	// More own callbacks than the runtime ran: clamped at 0.
+	c = newCollector(t, WithWatcher(w), WithSnapshotFunc(func() memstats.Snapshot {
+		return memstats.Snapshot{Cleanups: memstats.Queue{Executed: 3}}
+	}), WithOwnCallbacksFunc(func(finalizerwatch.Kind) uint64 { return 5 }))
+	if got := series(t, gather(t, c), "gcprobe_finalizers_unwatched_total", "cleanup", "").GetCounter().GetValue(); got != 0 {
+		t.Errorf("unwatched with more own callbacks than runtime runs = %v, want 0", got)
+	}
+}
+
+func TestUnwatchedSubtractsWatcher(t *testing.T) {
+	w := plantedWatcher(t)
+	// The runtime ran everything the watcher ran, its sentinels, and 42
+	// finalizers of somebody else's.
+	runtimeExecuted := w.Totals(finalizerwatch.KindFinalizer).Executed + w.Cycles(finalizerwatch.KindFinalizer) + 42
+	c := newCollector(t, WithWatcher(w), WithSnapshotFunc(func() memstats.Snapshot {
+		return memstats.Snapshot{Finalizers: memstats.Queue{Executed: runtimeExecuted}}
+	}))
+	if got := series(t, gather(t, c), "gcprobe_finalizers_unwatched_total", "finalizer", "").GetCounter().GetValue(); got != 42 {
+		t.Errorf("unwatched = %v, want 42", got)
+	}
+}
+
+func TestSamplerDetectors(t *testing.T) {
+	s, err := memstats.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for name, firing := range SamplerDetectors(s) {
+		if firing {
+			t.Errorf("detector %s fires on a sampler that never sampled", name)
+		}
+		got = append(got, name)
+	}
+	want := []string{memstats.DetectorQueueStalled, memstats.DetectorForcedGC, memstats.DetectorMCacheInuse, memstats.DetectorQueueLatency}
+	if !slices.Equal(got, want) {
+		t.Errorf("SamplerDetectors yields %v, want %v", got, want)
+	}
+	// Stopping early is honoured.
+	for range SamplerDetectors(s) {
+		break
+	}
+}
+
+func TestPedanticRegistry(t *testing.T) {
+	w := plantedWatcher(t)
+	c := newCollector(t, WithWatcher(w), WithTopK(1), WithSnapshotFunc(fakeSnapshot),
+		WithDetectors(func(yield func(string, bool) bool) { yield("forced_gc", false) }))
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var described []string
+	ch := make(chan *prometheus.Desc, 64)
+	c.Describe(ch)
+	close(ch)
+	for d := range ch {
+		described = append(described, d.String())
+	}
+	if len(fams) != len(described) {
+		t.Errorf("gathered %d families, Describe lists %d: every series should be there", len(fams), len(described))
+	}
+}
+
+func TestAlongsideGoCollector(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	goFams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector(t, WithWatcher(plantedWatcher(t)), WithSnapshotFunc(fakeSnapshot))
+	if err := reg.Register(c); err != nil {
+		t.Fatalf("registering next to the Go collector: %v", err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range fams {
+		if seen[f.GetName()] {
+			t.Errorf("family %s gathered twice", f.GetName())
+		}
+		seen[f.GetName()] = true
+	}
+	if len(fams) <= len(goFams) {
+		t.Fatalf("%d families with gcprobe, %d without", len(fams), len(goFams))
+	}
+	// Nothing the Go collector already says: heap goal (go_memstats_next_gc_bytes),
+	// GOGC, the memory limit, per-P caches, or pause quantiles.
+	for _, f := range fams {
+		name := f.GetName()
+		if !strings.HasPrefix(name, "gcprobe_") {
+			continue
+		}
+		for _, dup := range []string{"heap", "goal", "gogc", "memlimit", "memory_limit", "mcache", "gc_duration"} {
+			if strings.Contains(name, dup) {
+				t.Errorf("%s looks like a duplicate of a Go collector series (%q)", name, dup)
+			}
+		}
+	}
+}
+
+func TestSecondCollectorAlreadyRegistered(t *testing.T) {
+	w := newWatcher(t)
+	tests := []struct {
+		name   string
+		second []Option
+	}{
+		{"same options", []Option{WithWatcher(w)}},
+		{"with snapshot and detectors", []Option{WithWatcher(w), WithSnapshotFunc(fakeSnapshot),
+			WithDetectors(func(func(string, bool) bool) {})}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			first := newCollector(t, WithWatcher(w))
+			if err := reg.Register(first); err != nil {
+				t.Fatal(err)
+			}
+			err := reg.Register(newCollector(t, tt.second...))
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				t.Fatalf("second Register = %v, want an AlreadyRegisteredError", err)
+			}
+			if are.ExistingCollector != first {
+				t.Errorf("AlreadyRegisteredError names %v, want the first collector", are.ExistingCollector)
+			}
+		})
+	}
+}
+
+// gather collects c through a pedantic registry and returns its families
+// by name.
+func gather(t testing.TB, c prometheus.Collector) map[string]*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(fams))
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// labels returns the label values of m by name.
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}
+
+// series returns the one series of family name with the given kind and
+// site labels ("" for a label the family does not have).
+func series(t testing.TB, fams map[string]*dto.MetricFamily, name, kind, site string) *dto.Metric {
+	t.Helper()
+	var found *dto.Metric
+	for _, m := range fams[name].GetMetric() {
+		l := labels(m)
+		if l[labelKind] == kind && l[labelSite] == site {
+			if found != nil {
+				t.Fatalf("%s{kind=%q,site=%q}: two series", name, kind, site)
+			}
+			found = m
+		}
+	}
+	if found == nil {
+		var b bytes.Buffer
+		for _, m := range fams[name].GetMetric() {
+			b.WriteString(m.String() + "\n")
+		}
+		t.Fatalf("%s{kind=%q,site=%q}: no series among\n%s", name, kind, site, b.String())
+	}
+	return found
+}

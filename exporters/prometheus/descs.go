@@ -1,0 +1,93 @@
+package promexporter
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label names.
+const (
+	labelKind     = "kind"
+	labelSite     = "site"
+	labelDetector = "detector"
+
+	// otherSite is the site label of the sum of the sites outside the top K.
+	otherSite = "other"
+)
+
+// descs are the collector's descriptors. They are immutable, so one set,
+// built on first use, serves every Collector.
+type descs struct {
+	// Per site (labels kind, site).
+	outstanding, registered, executed, cleared, suspect, duration *prometheus.Desc
+	// The runtime's queues (label kind).
+	queueLength, queueLatency, queued, runtimeExecuted, unwatched *prometheus.Desc
+	// The collector.
+	pause, forced, cpuFraction *prometheus.Desc
+	// Detectors (label detector).
+	detector *prometheus.Desc
+	// The watcher's own bounds.
+	sitesOverflow, stacksOverflow, sitesTracked *prometheus.Desc
+}
+
+var descriptors = sync.OnceValue(func() *descs {
+	site := []string{labelKind, labelSite}
+	kind := []string{labelKind}
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &descs{
+		outstanding: d("gcprobe_finalizers_outstanding",
+			"Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared.", site),
+		registered: d("gcprobe_finalizers_registered_total",
+			"Finalizers or cleanups registered at the site through the watcher.", site),
+		executed: d("gcprobe_finalizers_executed_total",
+			"Finalizers or cleanups registered at the site that ran to completion.", site),
+		cleared: d("gcprobe_finalizers_cleared_total",
+			"Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.", site),
+		suspect: d("gcprobe_finalizers_suspect_objects",
+			"Outstanding registrations at the site that have survived at least the watcher's SuspectCycles GC cycles: leak suspects.", site),
+		duration: d("gcprobe_finalizer_duration_seconds",
+			"Run time of the finalizers or cleanups registered at the site.", site),
+
+		queueLength: d("gcprobe_finalizer_queue_length",
+			"Finalizers or cleanups queued by the runtime and not yet run.", kind),
+		queueLatency: d("gcprobe_finalizer_queue_latency_seconds",
+			"How long after the end of a GC cycle the probe's sentinel queued by it ran, or how late it is so far.", kind),
+		queued: d("gcprobe_finalizers_queued_total",
+			"Finalizers or cleanups queued by the runtime since the program started, all of them, watched or not.", kind),
+		runtimeExecuted: d("gcprobe_finalizers_runtime_executed_total",
+			"Finalizers or cleanups run by the runtime since the program started, all of them, watched or not.", kind),
+		unwatched: d("gcprobe_finalizers_unwatched_total",
+			"Finalizers or cleanups the runtime ran that were not registered through the watcher, the probe's own excluded.", kind),
+
+		pause: d("gcprobe_gc_pause_seconds",
+			"Stop-the-world time of each GC cycle (all of the cycle's pauses together) since sampling started.", nil),
+		forced: d("gcprobe_gc_forced_cycles_total",
+			"GC cycles forced by runtime.GC or debug.FreeOSMemory.", nil),
+		cpuFraction: d("gcprobe_gc_cpu_fraction",
+			"Share of the process's CPU time used by the GC over the sampler's rate window.", nil),
+
+		detector: d("gcprobe_detector_firing",
+			"1 while the named detector is firing, 0 otherwise.", []string{labelDetector}),
+
+		sitesOverflow: d("gcprobe_sites_overflow_total",
+			"Registrations counted under the watcher's overflow site because its site table was full.", nil),
+		stacksOverflow: d("gcprobe_stacks_overflow_total",
+			"Registration stacks the watcher did not keep because its stack table was full.", nil),
+		sitesTracked: d("gcprobe_sites_tracked",
+			"Call sites the watcher keeps a ledger for, its overflow entry not included.", kind),
+	}
+})
+
+// all lists every descriptor, for Describe.
+func (d *descs) all() []*prometheus.Desc {
+	return []*prometheus.Desc{
+		d.outstanding, d.registered, d.executed, d.cleared, d.suspect, d.duration,
+		d.queueLength, d.queueLatency, d.queued, d.runtimeExecuted, d.unwatched,
+		d.pause, d.forced, d.cpuFraction,
+		d.detector,
+		d.sitesOverflow, d.stacksOverflow, d.sitesTracked,
+	}
+}

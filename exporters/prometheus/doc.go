@@ -1,0 +1,87 @@
+// Package promexporter exports gcprobe's finalizer and cleanup ledger
+// (finalizerwatch) and runtime signals (memstats) as a
+// prometheus.Collector.
+//
+//	c, err := promexporter.New(
+//		promexporter.WithWatcher(finalizerwatch.Default),
+//		promexporter.WithSnapshotFunc(sampler.Snapshot),
+//		promexporter.WithDetectors(promexporter.SamplerDetectors(sampler)),
+//	)
+//	if err != nil {
+//		return err
+//	}
+//	if err := prometheus.Register(c); err != nil {
+//		return err // a second Collector: *prometheus.AlreadyRegisteredError
+//	}
+//
+// With controller-runtime, register on its metrics.Registry instead; the
+// collector exports nothing that collectors.NewGoCollector (which that
+// registry carries) already does, such as the heap goal, GOGC, the memory
+// limit or the per-P cache sizes.
+//
+// # Series
+//
+// kind is "finalizer" or "cleanup"; site is the registration's call site as
+// "function file:line" (stackcapture.Frame.String), or "other".
+//
+//	name                                       type       labels      meaning
+//	gcprobe_finalizers_outstanding             gauge      kind, site  registered through the watcher, neither run nor cleared
+//	gcprobe_finalizers_registered_total        counter    kind, site  registered through the watcher
+//	gcprobe_finalizers_executed_total          counter    kind, site  ran to completion
+//	gcprobe_finalizers_cleared_total           counter    kind, site  cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running
+//	gcprobe_finalizers_suspect_objects         gauge      kind, site  outstanding and survived >= the watcher's SuspectCycles GC cycles
+//	gcprobe_finalizer_duration_seconds         histogram  kind, site  run time; buckets finalizerwatch.DurationBounds
+//	gcprobe_finalizer_queue_length             gauge      kind        queued by the runtime, not yet run (Snapshot.Finalizers/Cleanups.Length)
+//	gcprobe_finalizer_queue_latency_seconds    gauge      kind        GC cycle end to the sampler's sentinel running, or lateness so far
+//	gcprobe_finalizers_queued_total            counter    kind        queued by the runtime since the program started, watched or not
+//	gcprobe_finalizers_runtime_executed_total  counter    kind        run by the runtime since the program started, watched or not
+//	gcprobe_finalizers_unwatched_total         counter    kind        run by the runtime, not registered through the watcher, the probe's own excluded
+//	gcprobe_gc_pause_seconds                   histogram  -           stop-the-world time per GC cycle since sampling started
+//	gcprobe_gc_forced_cycles_total             counter    -           GC cycles forced by runtime.GC or debug.FreeOSMemory
+//	gcprobe_gc_cpu_fraction                    gauge      -           GC share of the process's CPU time over the sampler's rate window
+//	gcprobe_detector_firing                    gauge      detector    1 while the detector fires, 0 otherwise
+//	gcprobe_sites_overflow_total               counter    -           registrations counted under the overflow site (site table full)
+//	gcprobe_stacks_overflow_total              counter    -           registration stacks not kept (stack table full)
+//	gcprobe_sites_tracked                      gauge      kind        sites with a ledger entry, the overflow entry not included
+//
+// The first six come from the watcher's ledger and are always exported, as
+// are the last three. The queue, pause, forced-cycle and CPU series, and
+// the unwatched counters, need WithSnapshotFunc; gcprobe_detector_firing
+// needs WithDetectors. Describe lists every series either way.
+//
+// # Bounded cardinality
+//
+// The per-site series exist for the top K sites of each kind (WithTopK,
+// default DefaultTopK), ranked as finalizerwatch's Top ranks them (its leak
+// score, then suspects, outstanding, registrations and name), plus one
+// site="other" series per kind that has more than K sites: at most 2(K+1)
+// series per per-site metric. K is per kind so that a busy population of
+// one kind cannot push every site of the other out of sight.
+//
+// The gauges under site="other" are the plain sums over the sites outside
+// the top K. The counters and the histogram under site="other" count what
+// sites added while outside the top K, so that they never go down when a
+// site joins the top K and takes its count with it: at the first Collect
+// other is the sum of the sites outside the top K; from then on it grows by
+// what those sites add. Rates summed over sites (sum(rate(...))) are exact;
+// raw counter values summed over sites count a site's past twice after it
+// joins the top K (in its own series, which starts at its full count, and
+// in other). When a site leaves the top K its series ends; what it adds
+// afterwards goes to other.
+//
+// gcprobe_finalizers_unwatched_total is the runtime's executed count less
+// the watcher's executed count, the watcher's GC-cycle sentinels and what
+// WithOwnCallbacksFunc reports (such as a sampler's sentinels), clamped at
+// 0 and never lower than a value already exported. Callbacks registered
+// through another Watcher count as unwatched.
+//
+// # Cost
+//
+// Collect reads the whole ledger once (Watcher.Sites: linear in the number
+// of ledger entries, with a few allocations per entry), selects the top K
+// of each kind in O(n log K) without sorting the rest, and sends O(K)
+// metrics. Most of its time goes to Sites; see the package benchmarks.
+//
+// All exported functions and methods are safe for concurrent use;
+// concurrent Collect calls are serialized.
+package promexporter

@@ -1,0 +1,93 @@
+package promexporter
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"go.uber.org/goleak"
+)
+
+//go:generate go run ./internal/gensites -n 300 -o sites_gen_test.go
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// siteObj is what tests register finalizers and cleanups on: big enough,
+// and with a pointer, never to be tiny-allocated (a tiny block's finalizer
+// may never run).
+type siteObj struct {
+	p *int
+	_ [48]byte
+}
+
+func finalizeSiteObj(*siteObj) {}
+func cleanupSiteObj(int)       {}
+
+// newWatcher returns a fresh Watcher that the test closes.
+func newWatcher(t testing.TB, opts ...finalizerwatch.Option) *finalizerwatch.Watcher {
+	t.Helper()
+	w, err := finalizerwatch.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+// newCollector returns New(opts...) or fails the test.
+func newCollector(t testing.TB, opts ...Option) *Collector {
+	t.Helper()
+	c, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const awaitTimeout = 30 * time.Second
+
+// await forces GC cycles until cond holds, failing the test at the
+// deadline. GC is what moves the watcher's clocks and runs finalizers;
+// Gosched lets the finalizer and cleanup goroutines catch up.
+func await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(awaitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", awaitTimeout, what)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+}
+
+// awaitCycles waits until both of w's GC clocks have advanced n cycles.
+func awaitCycles(t testing.TB, w *finalizerwatch.Watcher, n uint64) {
+	t.Helper()
+	fin, cln := w.Cycles(finalizerwatch.KindFinalizer)+n, w.Cycles(finalizerwatch.KindCleanup)+n
+	await(t, "GC cycles", func() bool {
+		return w.Cycles(finalizerwatch.KindFinalizer) >= fin && w.Cycles(finalizerwatch.KindCleanup) >= cln
+	})
+}
+
+// markerLine returns the line of file (in this directory) that ends with
+// the comment "// marker: name", where a test registers.
+func markerLine(t testing.TB, file, name string) int {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, "// marker: "+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no marker %q in %s", name, file)
+	return 0
+}

@@ -1,0 +1,107 @@
+package promexporter
+
+import (
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/memstats"
+)
+
+// DefaultTopK is how many sites of each kind get series of their own unless
+// WithTopK says otherwise.
+const DefaultTopK = 10
+
+// Option configures a Collector. An Option rejects a bad value with an
+// error, which New returns.
+type Option func(*config) error
+
+type config struct {
+	watcher   *finalizerwatch.Watcher
+	snapshot  func() memstats.Snapshot
+	topK      int
+	detectors iter.Seq2[string, bool]
+	own       func(finalizerwatch.Kind) uint64
+}
+
+func defaultConfig() config {
+	return config{watcher: finalizerwatch.Default, topK: DefaultTopK}
+}
+
+func (c *config) apply(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return errors.New("promexporter: New: nil Option")
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WithWatcher makes the collector export the ledger of w instead of
+// finalizerwatch.Default. w must not be nil.
+func WithWatcher(w *finalizerwatch.Watcher) Option {
+	return func(c *config) error {
+		if w == nil {
+			return errors.New("promexporter: WithWatcher: nil Watcher")
+		}
+		c.watcher = w
+		return nil
+	}
+}
+
+// WithSnapshotFunc sets the source of the runtime-level series (queues,
+// pauses, forced cycles, GC CPU fraction, unwatched callbacks): fn is called
+// once per Collect. A memstats.Sampler's Snapshot method fits. Without it,
+// or with nil, those series are omitted and the collector exports the
+// ledger alone.
+func WithSnapshotFunc(fn func() memstats.Snapshot) Option {
+	return func(c *config) error {
+		c.snapshot = fn
+		return nil
+	}
+}
+
+// WithTopK sets how many sites of each kind get series of their own
+// (default DefaultTopK); the others are summed under site="other". K is per
+// kind, so a collector exports at most K+1 series per kind and per-site
+// metric. k must be at least 1.
+func WithTopK(k int) Option {
+	return func(c *config) error {
+		if k < 1 {
+			return fmt.Errorf("promexporter: WithTopK: must be >= 1, got %d", k)
+		}
+		c.topK = k
+		return nil
+	}
+}
+
+// WithDetectors exports gcprobe_detector_firing: on each Collect the
+// collector ranges over detectors, which yields every detector it knows by
+// name with whether it is firing now. Yield a detector that is not firing
+// too, so that its series reads 0 rather than going absent; a name yielded
+// twice is exported once, with its first state. SamplerDetectors adapts a
+// memstats.Sampler. Without it, or with nil, the series is omitted.
+func WithDetectors(detectors iter.Seq2[string, bool]) Option {
+	return func(c *config) error {
+		c.detectors = detectors
+		return nil
+	}
+}
+
+// WithOwnCallbacksFunc tells the collector how many finalizers (kind
+// finalizerwatch.KindFinalizer) and cleanups (KindCleanup) the runtime has
+// run on behalf of the probe itself outside the watcher, such as a
+// memstats.Sampler's GC-cycle sentinels, so that
+// gcprobe_finalizers_unwatched_total does not count them. The watcher's own
+// sentinels are subtracted without it. fn must return a count that never
+// decreases; it is called once per kind and Collect.
+func WithOwnCallbacksFunc(fn func(finalizerwatch.Kind) uint64) Option {
+	return func(c *config) error {
+		c.own = fn
+		return nil
+	}
+}

@@ -1,0 +1,160 @@
+package promexporter
+
+import (
+	"math"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+// A ledger vector holds the counters of a site (or a sum of sites) that
+// must never go down once exported: the three counters and the duration
+// histogram, in integers so that sums and differences are exact (the
+// histogram's sum in nanoseconds). Its length is vecLen(buckets).
+const (
+	vRegistered = iota
+	vExecuted
+	vCleared
+	vDurCount
+	vDurSumNs
+	vDurBuckets // first of len(bounds)+1 per-bucket (not cumulative) counts
+)
+
+func vecLen(bounds []float64) int { return vDurBuckets + len(bounds) + 1 }
+
+// fillVec sets v to s's counters.
+func fillVec(v []uint64, s *finalizerwatch.SiteStats) {
+	v[vRegistered] = s.Registered
+	v[vExecuted] = s.Executed
+	v[vCleared] = s.Cleared
+	v[vDurCount] = s.Duration.Count
+	// Sum is float seconds made from integer nanoseconds; rounding back is
+	// monotonic, and exact for any realistic total.
+	v[vDurSumNs] = uint64(math.Round(s.Duration.Sum * 1e9))
+	b := v[vDurBuckets:]
+	n := copy(b, s.Duration.Counts)
+	clear(b[n:])
+}
+
+func addVec(dst, a []uint64) {
+	for i := range dst {
+		dst[i] += a[i]
+	}
+}
+
+// subVec subtracts a from dst, saturating at 0. The invariants of
+// otherState keep every difference it takes non-negative; saturating keeps
+// a broken invariant from wrapping around to 2^64.
+func subVec(dst, a []uint64) {
+	for i := range dst {
+		if dst[i] < a[i] {
+			dst[i] = 0
+			continue
+		}
+		dst[i] -= a[i]
+	}
+}
+
+// siteID identifies a site across Collect calls: the fields of its Frame
+// that Sites merges by.
+type siteID struct {
+	function, file string
+	line           int
+}
+
+func idOf(s *finalizerwatch.SiteStats) siteID {
+	return siteID{s.Site.Function, s.Site.File, s.Site.Line}
+}
+
+// member is a site in the top K of its kind.
+type member struct {
+	label string   // the site label, built once
+	entry []uint64 // its counters when it joined the top K (zero at the first Collect)
+	last  []uint64 // its counters at the latest Collect
+	gen   uint64   // the latest Collect that found it in the top K
+}
+
+// otherState keeps the counters under site="other" monotonic while sites
+// move in and out of the top K of one kind.
+//
+// The plain sum of the sites outside the top K would drop whenever a site
+// joins the top K (its count leaves the sum) and Prometheus would read the
+// drop as a counter reset, so rate() would report the whole sum again as
+// an increase. Instead "other" counts what sites added while outside the
+// top K:
+//
+//	other = total − Σ_{m in top K} (last_m − entry_m) − gone
+//
+// where entry_m is m's count when it joined, last_m its count now, and
+// gone accumulates last_m − entry_m of every site that has left. When a
+// site joins, its term is 0, so other does not move; while it stays, its
+// increments go to its own series only; when it leaves, its term moves to
+// gone unchanged, and what it adds from then on goes to other. Between two
+// Collects, other therefore grows by exactly the increments of the sites
+// outside the top K (or just arrived in it), and the increments of all
+// series add up to the increments of the total: sum(rate(...)) over sites
+// is exact. Summing the raw values is not: a site that joins the top K
+// shows its full count while other keeps what it counted before.
+//
+// The first Collect has no history to keep, so the sites in the top K
+// then join with entry 0 and other starts as the exact sum of the rest.
+type otherState struct {
+	members map[siteID]*member
+	gone    []uint64
+	gen     uint64
+	free    []*member
+}
+
+func newOtherState(n int) otherState {
+	return otherState{members: make(map[siteID]*member), gone: make([]uint64, n)}
+}
+
+// update records the top K of this Collect (top indexes sites) and sets
+// other to the counters to export under site="other", given total, the
+// counters summed over every site of the kind. It returns the members in
+// top's order, reusing out.
+func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, total, other []uint64, out []*member) []*member {
+	first := o.gen == 0
+	o.gen++
+	out = out[:0]
+	for _, i := range top {
+		s := &sites[i]
+		id := idOf(s)
+		m := o.members[id]
+		if m == nil {
+			m = o.alloc(len(total))
+			m.label = s.Site.String()
+			fillVec(m.entry, s)
+			if first {
+				clear(m.entry)
+			}
+			o.members[id] = m
+		}
+		fillVec(m.last, s)
+		m.gen = o.gen
+		out = append(out, m)
+	}
+	copy(other, total)
+	for id, m := range o.members {
+		if m.gen != o.gen { // left the top K
+			for i := range o.gone {
+				o.gone[i] += m.last[i] - m.entry[i]
+			}
+			delete(o.members, id)
+			o.free = append(o.free, m)
+			continue
+		}
+		subVec(other, m.last)
+		addVec(other, m.entry)
+	}
+	subVec(other, o.gone)
+	return out
+}
+
+func (o *otherState) alloc(n int) *member {
+	if k := len(o.free); k > 0 {
+		m := o.free[k-1]
+		o.free = o.free[:k-1]
+		return m
+	}
+	return &member{entry: make([]uint64, n), last: make([]uint64, n)}
+}
