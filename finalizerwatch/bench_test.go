@@ -45,7 +45,87 @@ func atDepth(depth int, fn func()) {
 	atDepth(depth-1, fn)
 }
 
-func BenchmarkSetFinalizer(b *testing.B) {
+// The benchmarks come in three shapes. keepalive registers on b.N live
+// objects, so the runtime's and the watcher's tables grow to b.N (a burst
+// of long-lived registrations); setclear registers and clears at once, the
+// tables staying small (the os.File pattern: Close clears the finalizer);
+// churn registers on objects that are dropped at once, so GC and the
+// finalizer goroutine run alongside (the steady state of most programs).
+
+func BenchmarkSetFinalizerSetClear(b *testing.B) {
+	b.Run("raw", func(b *testing.B) {
+		b.ReportAllocs()
+		o := &obj32{}
+		for range b.N {
+			runtime.SetFinalizer(o, noopFinalizer)
+			runtime.SetFinalizer(o, nil)
+		}
+	})
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"watched", nil}, {"watched-fullstacks", []Option{WithFullStacks(true)}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			w := newWatcher(b, mode.opts...)
+			b.ReportAllocs()
+			o := &obj32{}
+			atDepth(5, func() {
+				for range b.N {
+					w.SetFinalizer(o, noopFinalizer)
+					w.SetFinalizer(o, nil)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkSetFinalizerChurn(b *testing.B) {
+	b.Run("raw", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			runtime.SetFinalizer(&obj32{}, noopFinalizer)
+		}
+	})
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"watched", nil}, {"watched-fullstacks", []Option{WithFullStacks(true)}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			w := newWatcher(b, mode.opts...)
+			b.ReportAllocs()
+			atDepth(5, func() {
+				for range b.N {
+					w.SetFinalizer(&obj32{}, noopFinalizer)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkAddCleanupChurn(b *testing.B) {
+	b.Run("raw", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			runtime.AddCleanup(&obj32{}, noopCleanup, 0)
+		}
+	})
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"watched", nil}, {"watched-fullstacks", []Option{WithFullStacks(true)}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			w := newWatcher(b, mode.opts...)
+			b.ReportAllocs()
+			atDepth(5, func() {
+				for range b.N {
+					AddCleanupTo(w, &obj32{}, noopCleanup, 0)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkSetFinalizerKeepAlive(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		registerAll(b, func(o *obj32) { runtime.SetFinalizer(o, noopFinalizer) },
 			func(o *obj32) { runtime.SetFinalizer(o, nil) })
@@ -64,7 +144,7 @@ func BenchmarkSetFinalizer(b *testing.B) {
 	}
 }
 
-func BenchmarkAddCleanup(b *testing.B) {
+func BenchmarkAddCleanupKeepAlive(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		var cs []runtime.Cleanup
 		registerAll(b, func(o *obj32) { cs = append(cs, runtime.AddCleanup(o, noopCleanup, 0)) },

@@ -11,16 +11,33 @@ import (
 // never finds a stale entry. Keys are addresses (uintptr), not pointers:
 // the map must not keep the objects alive. It is bounded by the number of
 // live objects with a finalizer, which the runtime holds a record of anyway.
+//
+// It is sharded, and each shard is an open-addressing table with linear
+// probing rather than a Go map: registrations come and go all the time,
+// and a Go map's deleted slots (tombstones) lengthen every later probe
+// until the next rehash, where backward-shift deletion leaves none. One
+// probe sequence both detects a duplicate and finds the free slot.
 type objMap struct {
 	shards [objShards]objShard
 }
 
-const objShards = 64
+const (
+	objShardBits = 6
+	objShards    = 1 << objShardBits
+	minShardBits = 4 // 16 slots
+)
 
 type objShard struct {
-	mu sync.Mutex
-	m  map[uintptr]finEntry
-	_  [40]byte // keep shards on separate cache lines
+	mu    sync.Mutex
+	slots []objSlot // 1<<bits slots, at most half full
+	bits  uint
+	n     int
+	_     [16]byte // keep shards on separate cache lines
+}
+
+type objSlot struct {
+	addr uintptr // 0: empty
+	e    finEntry
 }
 
 // finEntry is what the finalizer wrapper needs when the object's finalizer
@@ -32,41 +49,98 @@ type finEntry struct {
 	call callKind
 }
 
-func (m *objMap) init() {
-	for i := range m.shards {
-		m.shards[i].m = make(map[uintptr]finEntry)
-	}
-}
+func (m *objMap) init() {}
 
-func (m *objMap) shard(addr uintptr) *objShard {
-	// Heap objects are at least 8-byte aligned; mix the address so
-	// neighbouring objects spread over the shards.
-	return &m.shards[(uint64(addr)*0x9e3779b97f4a7c15)>>58]
-}
+// objHash is Fibonacci hashing: the top bits of the product choose the
+// shard, the bits below them the slot, and both are well spread even for
+// addresses that share their low (alignment) and high (arena) bits.
+func objHash(addr uintptr) uint64 { return uint64(addr) * 0x9e3779b97f4a7c15 }
+
+func (m *objMap) shard(h uint64) *objShard { return &m.shards[h>>(64-objShardBits)] }
+
+func (s *objShard) home(h uint64) int { return int((h << objShardBits) >> (64 - s.bits)) }
 
 // insert adds e for addr unless addr already has an entry.
 func (m *objMap) insert(addr uintptr, e finEntry) bool {
-	s := m.shard(addr)
+	h := objHash(addr)
+	s := m.shard(h)
 	s.mu.Lock()
-	if _, dup := s.m[addr]; dup {
-		s.mu.Unlock()
-		return false
+	if 2*(s.n+1) > len(s.slots) {
+		s.resize(max(minShardBits, s.bits+1))
 	}
-	s.m[addr] = e
+	mask := len(s.slots) - 1
+	i := s.home(h)
+	for s.slots[i].addr != 0 {
+		if s.slots[i].addr == addr {
+			s.mu.Unlock()
+			return false
+		}
+		i = (i + 1) & mask
+	}
+	s.slots[i] = objSlot{addr: addr, e: e}
+	s.n++
 	s.mu.Unlock()
 	return true
 }
 
 // take removes and returns the entry for addr.
 func (m *objMap) take(addr uintptr) (finEntry, bool) {
-	s := m.shard(addr)
+	h := objHash(addr)
+	s := m.shard(h)
 	s.mu.Lock()
-	e, ok := s.m[addr]
-	if ok {
-		delete(s.m, addr)
+	if s.n == 0 {
+		s.mu.Unlock()
+		return finEntry{}, false
+	}
+	mask := len(s.slots) - 1
+	i := s.home(h)
+	for s.slots[i].addr != addr {
+		if s.slots[i].addr == 0 {
+			s.mu.Unlock()
+			return finEntry{}, false
+		}
+		i = (i + 1) & mask
+	}
+	e := s.slots[i].e
+	s.deleteAt(i, mask)
+	s.n--
+	if s.bits > minShardBits && 8*s.n < len(s.slots) {
+		s.resize(s.bits - 1) // give memory back after a burst
 	}
 	s.mu.Unlock()
-	return e, ok
+	return e, true
+}
+
+// deleteAt empties slot i and shifts back the entries after it whose probe
+// sequence passed over it, so that lookups still find them.
+func (s *objShard) deleteAt(i, mask int) {
+	for j := (i + 1) & mask; s.slots[j].addr != 0; j = (j + 1) & mask {
+		k := s.home(objHash(s.slots[j].addr))
+		// j may move into the hole at i unless its home k lies cyclically
+		// in (i, j]: then i is not on its probe sequence.
+		if (j > i && (k <= i || k > j)) || (j < i && k <= i && k > j) {
+			s.slots[i] = s.slots[j]
+			i = j
+		}
+	}
+	s.slots[i] = objSlot{}
+}
+
+func (s *objShard) resize(bits uint) {
+	old := s.slots
+	s.slots = make([]objSlot, 1<<bits)
+	s.bits = bits
+	mask := len(s.slots) - 1
+	for _, sl := range old {
+		if sl.addr == 0 {
+			continue
+		}
+		i := s.home(objHash(sl.addr))
+		for s.slots[i].addr != 0 {
+			i = (i + 1) & mask
+		}
+		s.slots[i] = sl
+	}
 }
 
 // len returns the number of entries, for tests.
@@ -75,7 +149,7 @@ func (m *objMap) len() int {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		n += len(s.m)
+		n += s.n
 		s.mu.Unlock()
 	}
 	return n
