@@ -1,0 +1,19 @@
+// Command finalizercheck reports calls of runtime.SetFinalizer and
+// runtime.AddCleanup and, with -fix, rewrites them into the
+// finalizerwatch calls whose registrations gcprobe can see:
+//
+//	go run github.com/gcprobe/probe/cmd/finalizercheck ./...
+//	go run github.com/gcprobe/probe/cmd/finalizercheck -fix ./...
+//
+// Installed, it also runs under go vet and go fix:
+//
+//	go install github.com/gcprobe/probe/cmd/finalizercheck
+//	go vet -vettool=$(which finalizercheck) ./...
+//	go fix -fixtool=$(which finalizercheck) ./...
+//
+// It exits with status 3 when it reports something (1 on errors), as
+// single-analyzer checkers do; -diff prints the fixes as a patch instead of
+// applying them. See package
+// github.com/gcprobe/probe/cmd/finalizercheck/analyzer for what is reported
+// and rewritten.
+package main
