@@ -1,0 +1,260 @@
+package tracing
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// leakObj is big enough never to be tiny-allocated.
+type leakObj struct {
+	p   *int
+	buf [48]byte
+}
+
+// planted keeps the planted objects reachable: their finalizers and
+// cleanups can never run.
+var planted []*leakObj
+
+func plantFinalizerLeak(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		o := &leakObj{}
+		w.SetFinalizer(o, func(*leakObj) {}) // marker: finalizer-leak
+		planted = append(planted, o)
+	}
+}
+
+func plantCleanupLeak(w *finalizerwatch.Watcher, n int) {
+	for i := range n {
+		o := &leakObj{}
+		finalizerwatch.AddCleanupTo(w, o, func(int) {}, i) // marker: cleanup-leak
+		planted = append(planted, o)
+	}
+}
+
+// churn registers finalizers on objects it drops: a healthy site.
+func churn(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		w.SetFinalizer(&leakObj{}, func(*leakObj) {}) // marker: churn
+	}
+}
+
+func siteOn(w *finalizerwatch.Watcher, line int) finalizerwatch.SiteStats {
+	for _, s := range w.Sites() {
+		if s.Site.Line == line && strings.HasSuffix(s.Site.File, "leakreport_test.go") {
+			return s
+		}
+	}
+	return finalizerwatch.SiteStats{}
+}
+
+func TestLeakReportNamesPlantedLeak(t *testing.T) {
+	t.Cleanup(func() { planted = nil })
+	w := newWatcher(t)
+	plantFinalizerLeak(w, 5)
+	plantCleanupLeak(w, 3)
+	churn(w, 100)
+	finLine := markerLine(t, "leakreport_test.go", "finalizer-leak")
+	clnLine := markerLine(t, "leakreport_test.go", "cleanup-leak")
+	churnLine := markerLine(t, "leakreport_test.go", "churn")
+	await(t, "planted sites to become suspects and churn to drain", func() bool {
+		return siteOn(w, finLine).Suspect == 5 && siteOn(w, clnLine).Suspect == 3 &&
+			siteOn(w, churnLine).Executed == 100
+	})
+
+	tp, rec := newRecorder(t)
+	r := newReporter(t, WithTracerProvider(tp), WithWatcher(w))
+	// Ages move with GC cycles, which may run at any moment: retry until
+	// the ledger the test expects and the report were read in one cycle.
+	var top []finalizerwatch.SiteStats
+	var cycles [2]uint64
+	for {
+		cycles = [2]uint64{w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)}
+		top = w.Top(DefaultTopK)
+		r.ReportNow(context.Background())
+		if cycles == [2]uint64{w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)} {
+			break
+		}
+	}
+	reports := spansNamed(rec, "gcprobe.leak_report")
+	span := reports[len(reports)-1]
+
+	wantSpan := map[string]any{
+		"gcprobe.top_k":                  int64(10),
+		"gcprobe.suspect_cycles":         int64(3),
+		"gcprobe.sites_reported":         int64(2),
+		"gcprobe.finalizers.sites":       int64(2),
+		"gcprobe.finalizers.registered":  int64(105),
+		"gcprobe.finalizers.executed":    int64(100),
+		"gcprobe.finalizers.cleared":     int64(0),
+		"gcprobe.finalizers.outstanding": int64(5),
+		"gcprobe.finalizers.suspect":     int64(5),
+		"gcprobe.finalizers.cycles":      int64(cycles[0]),
+		"gcprobe.cleanups.sites":         int64(1),
+		"gcprobe.cleanups.registered":    int64(3),
+		"gcprobe.cleanups.executed":      int64(0),
+		"gcprobe.cleanups.cleared":       int64(0),
+		"gcprobe.cleanups.outstanding":   int64(3),
+		"gcprobe.cleanups.suspect":       int64(3),
+		"gcprobe.cleanups.cycles":        int64(cycles[1]),
+	}
+	assertAttrs(t, "span", attrs(t, span.Attributes()), wantSpan)
+
+	// The churn site is in Top but has nothing outstanding: no event.
+	var want []map[string]any
+	for _, s := range top {
+		if s.Outstanding == 0 {
+			continue
+		}
+		want = append(want, map[string]any{
+			"code.function.name":          s.Site.Function,
+			"code.file.path":              s.Site.File,
+			"code.line.number":            int64(s.Site.Line),
+			"code.stacktrace":             FormatStack(s.Stack),
+			"gcprobe.kind":                s.Kind.String(),
+			"gcprobe.registered":          int64(s.Registered),
+			"gcprobe.outstanding":         int64(s.Outstanding),
+			"gcprobe.suspect":             int64(s.Suspect),
+			"gcprobe.executed":            int64(s.Executed),
+			"gcprobe.cleared":             int64(s.Cleared),
+			"gcprobe.max_cycles_survived": int64(MaxCyclesSurvived(&s.Survived)),
+			"gcprobe.score":               s.Score,
+		})
+	}
+	events := span.Events()
+	if len(events) != 2 || len(want) != 2 {
+		t.Fatalf("%d events, %d expected from Top, want 2 of each: %v", len(events), len(want), events)
+	}
+	for i, e := range events {
+		if e.Name != "gcprobe.site" {
+			t.Errorf("event %d named %q", i, e.Name)
+		}
+		assertAttrs(t, "event "+strconv.Itoa(i), attrs(t, e.Attributes), want[i])
+	}
+
+	// Independently of Top: each planted line is named, with its counts.
+	byKind := map[string]map[string]any{}
+	for _, e := range events {
+		a := attrs(t, e.Attributes)
+		byKind[a["gcprobe.kind"].(string)] = a
+	}
+	for _, c := range []struct {
+		kind, fn string
+		line     int
+		n        int64
+	}{
+		{"finalizer", "github.com/gcprobe/probe/tracing.plantFinalizerLeak", finLine, 5},
+		{"cleanup", "github.com/gcprobe/probe/tracing.plantCleanupLeak", clnLine, 3},
+	} {
+		a := byKind[c.kind]
+		if a == nil {
+			t.Fatalf("no %s event", c.kind)
+		}
+		file, _ := a["code.file.path"].(string)
+		if a["code.function.name"] != c.fn || a["code.line.number"] != int64(c.line) ||
+			filepath.Base(file) != "leakreport_test.go" {
+			t.Errorf("%s event names %v %v:%v, want %s leakreport_test.go:%d",
+				c.kind, a["code.function.name"], file, a["code.line.number"], c.fn, c.line)
+		}
+		if a["gcprobe.registered"] != c.n || a["gcprobe.outstanding"] != c.n || a["gcprobe.suspect"] != c.n ||
+			a["gcprobe.executed"] != int64(0) || a["gcprobe.cleared"] != int64(0) {
+			t.Errorf("%s event counts: %v", c.kind, a)
+		}
+		if s, _ := a["gcprobe.max_cycles_survived"].(int64); s < 3 {
+			t.Errorf("%s event: max_cycles_survived %d, want >= 3 (the suspect threshold)", c.kind, s)
+		}
+		if s, _ := a["gcprobe.score"].(float64); s <= 0 {
+			t.Errorf("%s event: score %v, want > 0", c.kind, s)
+		}
+		frame := c.fn + "\n\t" + file + ":" + strconv.Itoa(c.line) + "\n"
+		if st, _ := a["code.stacktrace"].(string); !strings.Contains(st, frame) {
+			t.Errorf("%s event: code.stacktrace lacks the planting frame %q:\n%s", c.kind, frame, st)
+		}
+	}
+}
+
+func TestLeakReportWithSampler(t *testing.T) {
+	s := newSampler(t)
+	s.Sample()
+	tp, rec := newRecorder(t)
+	r := newReporter(t, WithTracerProvider(tp), WithWatcher(newWatcher(t)), WithSampler(s), WithTopK(3))
+	r.ReportNow(context.Background())
+	snap := s.Snapshot()
+	reports := spansNamed(rec, "gcprobe.leak_report")
+	if len(reports) != 1 {
+		t.Fatalf("%d leak reports, want 1", len(reports))
+	}
+	a := attrs(t, reports[0].Attributes())
+	want := map[string]any{
+		"gcprobe.top_k":                   int64(3),
+		"gcprobe.sites_reported":          int64(0),
+		"gcprobe.gc.cycles":               int64(snap.Cycles),
+		"gcprobe.heap.live_bytes":         int64(snap.HeapLive),
+		"gcprobe.finalizers.queue_length": int64(snap.Finalizers.Length),
+		"gcprobe.cleanups.queue_length":   int64(snap.Cleanups.Length),
+		"gcprobe.detectors.active":        []string{},
+	}
+	for k, v := range want {
+		if !equalValue(a[k], v) {
+			t.Errorf("%s = %#v, want %#v", k, a[k], v)
+		}
+	}
+	if len(reports[0].Events()) != 0 {
+		t.Errorf("an empty ledger reported %d sites", len(reports[0].Events()))
+	}
+}
+
+func TestLeakReportSampledOut(t *testing.T) {
+	r := newReporter(t, WithTracerProvider(noopProvider()), WithWatcher(newWatcher(t)))
+	r.ReportNow(context.Background()) // must not panic or build anything
+}
+
+func TestFormatStack(t *testing.T) {
+	tests := []struct {
+		name string
+		give []stackcapture.Frame
+		want string
+	}{
+		{name: "empty", give: nil, want: ""},
+		{
+			name: "two frames",
+			give: []stackcapture.Frame{
+				{Function: "main.open", File: "/src/main.go", Line: 12},
+				{Function: "main.main", File: "/src/main.go", Line: 30},
+			},
+			want: "main.open\n\t/src/main.go:12\nmain.main\n\t/src/main.go:30\n",
+		},
+		{
+			name: "unknown function",
+			give: []stackcapture.Frame{{File: "?", Line: 0}},
+			want: "unknown\n\t?:0\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := FormatStack(tt.give); got != tt.want {
+				t.Errorf("FormatStack = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMaxCyclesSurvived(t *testing.T) {
+	var s [finalizerwatch.AgeBuckets]uint64
+	if got := MaxCyclesSurvived(&s); got != 0 {
+		t.Errorf("empty: %d", got)
+	}
+	s[0], s[2] = 4, 1
+	if got := MaxCyclesSurvived(&s); got != 2 {
+		t.Errorf("ages 0 and 2: %d, want 2", got)
+	}
+	s[len(s)-1] = 1
+	if got := MaxCyclesSurvived(&s); got != len(s)-1 {
+		t.Errorf("oldest bucket: %d, want %d", got, len(s)-1)
+	}
+}

@@ -1,0 +1,168 @@
+package tracing
+
+import (
+	"context"
+	"os"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/goleak"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/memstats"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newRecorder returns a tracer provider that records every span, shut down
+// when the test ends.
+func newRecorder(t testing.TB) (*sdktrace.TracerProvider, *tracetest.SpanRecorder) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() {
+		if err := tp.Shutdown(context.Background()); err != nil {
+			t.Errorf("TracerProvider.Shutdown: %v", err)
+		}
+	})
+	return tp, rec
+}
+
+// newReporter returns a Reporter that the test stops.
+func newReporter(t testing.TB, opts ...Option) *Reporter {
+	t.Helper()
+	r, err := New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// newWatcher returns a finalizer ledger of the test's own, closed at its end.
+func newWatcher(t testing.TB, opts ...finalizerwatch.Option) *finalizerwatch.Watcher {
+	t.Helper()
+	w, err := finalizerwatch.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+// spansNamed returns the ended spans called name, in the order they ended.
+func spansNamed(rec *tracetest.SpanRecorder, name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// attrs turns attributes into a map for comparison, failing on a key set
+// twice.
+func attrs(t testing.TB, kvs []attribute.KeyValue) map[string]any {
+	t.Helper()
+	m := make(map[string]any, len(kvs))
+	for _, kv := range kvs {
+		if _, dup := m[string(kv.Key)]; dup {
+			t.Errorf("attribute %s set twice", kv.Key)
+		}
+		m[string(kv.Key)] = kv.Value.AsInterface()
+	}
+	return m
+}
+
+// markerLine returns the line of file (in this package) that ends with the
+// comment "// marker: name", where a test plants a registration.
+func markerLine(t testing.TB, file, name string) int {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, "// marker: "+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no marker %q in %s", name, file)
+	return 0
+}
+
+// await forces GC cycles until cond holds, failing after a deadline.
+func await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 20s waiting for %s", what)
+		}
+		runtime.GC()
+		// Give the finalizer and cleanup goroutines, which advance the
+		// watcher's clocks, a chance to run before the next check.
+		runtime.Gosched()
+	}
+}
+
+// poll waits for cond without forcing GC, failing after a deadline.
+func poll(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 20s waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond) // a polling interval, not synchronisation
+	}
+}
+
+// assertAttrs fails unless got holds exactly the attributes of want.
+func assertAttrs(t testing.TB, what string, got, want map[string]any) {
+	t.Helper()
+	for k, v := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s: attribute %s missing, want %#v", what, k, v)
+			continue
+		}
+		if !equalValue(g, v) {
+			t.Errorf("%s: %s = %#v, want %#v", what, k, g, v)
+		}
+	}
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected attribute %s = %#v", what, k, v)
+		}
+	}
+}
+
+func equalValue(a, b any) bool {
+	return reflect.DeepEqual(a, b)
+}
+
+// newSampler returns a sampler the test stops. It is not started: tests
+// drive it with Sample.
+func newSampler(t testing.TB, opts ...memstats.Option) *memstats.Sampler {
+	t.Helper()
+	s, err := memstats.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func noopProvider() trace.TracerProvider { return noop.NewTracerProvider() }
