@@ -1,0 +1,95 @@
+package tracing
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gcprobe/probe/memstats"
+)
+
+// A real sampler's forced_gc detector, fired by runtime.GC, reaches the
+// trace as a gcprobe.detector span from the reporter's goroutine.
+func TestDetectorSpan(t *testing.T) {
+	s := newSampler(t, memstats.WithForcedGC(0.001))
+	tp, rec := newRecorder(t)
+	r := newReporter(t, WithTracerProvider(tp), WithWatcher(newWatcher(t)), WithSampler(s))
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.Sample()
+	runtime.GC()
+	// Sample runs the round, and the subscribed handler, on this
+	// goroutine; the span is made by the reporter's.
+	s.Sample()
+	poll(t, "a gcprobe.detector span", func() bool { return len(spansNamed(rec, "gcprobe.detector")) > 0 })
+
+	span := spansNamed(rec, "gcprobe.detector")[0]
+	a := attrs(t, span.Attributes())
+	if a["gcprobe.detector.dropped"] != int64(0) || a["gcprobe.detector.events"] != int64(len(span.Events())) {
+		t.Errorf("span attributes %v with %d events", a, len(span.Events()))
+	}
+	var found bool
+	for _, e := range span.Events() {
+		if e.Name != "gcprobe.detector" {
+			t.Errorf("event named %q", e.Name)
+		}
+		ea := attrs(t, e.Attributes)
+		if ea["gcprobe.detector.name"] != memstats.DetectorForcedGC {
+			continue
+		}
+		found = true
+		if ea["gcprobe.detector.firing"] != true || ea["gcprobe.detector.threshold"] != 0.001 {
+			t.Errorf("forced_gc event %v", ea)
+		}
+		if v, _ := ea["gcprobe.detector.value"].(float64); v < 0.001 {
+			t.Errorf("forced_gc value %v, want >= the threshold", v)
+		}
+		since, _ := ea["gcprobe.detector.since"].(string)
+		if _, err := time.Parse(time.RFC3339Nano, since); err != nil {
+			t.Errorf("since %q: %v", since, err)
+		}
+		if len(ea) != 5 {
+			t.Errorf("event has %d attributes, want 5: %v", len(ea), ea)
+		}
+		if e.Time.IsZero() || span.StartTime().After(e.Time) || span.EndTime().Before(e.Time) {
+			t.Errorf("event at %v outside its span %v..%v", e.Time, span.StartTime(), span.EndTime())
+		}
+	}
+	if !found {
+		t.Fatalf("no forced_gc event in %v", span.Events())
+	}
+
+	// Stopped, the reporter no longer listens.
+	r.Stop()
+	n := len(rec.Ended())
+	s.Sample()
+	if got := len(rec.Ended()); got != n {
+		t.Errorf("%d spans after Stop, want %d", got, n)
+	}
+}
+
+// The handler never blocks the sampler: past the queue's bound, events are
+// counted as dropped and reported with the next span.
+func TestDetectorQueueBound(t *testing.T) {
+	tp, rec := newRecorder(t)
+	r := newReporter(t, WithTracerProvider(tp), WithWatcher(newWatcher(t)))
+	now := time.Now()
+	for range DefaultDetectorQueue + 5 {
+		r.dets.push(memstats.Event{Detector: memstats.DetectorQueueLatency, Time: now, Since: now, Firing: true})
+	}
+	r.reportDetectors(t.Context())
+	spans := spansNamed(rec, "gcprobe.detector")
+	if len(spans) != 1 {
+		t.Fatalf("%d spans, want 1", len(spans))
+	}
+	a := attrs(t, spans[0].Attributes())
+	if a["gcprobe.detector.dropped"] != int64(5) || a["gcprobe.detector.events"] != int64(DefaultDetectorQueue) ||
+		len(spans[0].Events()) != DefaultDetectorQueue {
+		t.Errorf("attributes %v, %d events", a, len(spans[0].Events()))
+	}
+	r.reportDetectors(t.Context())
+	if got := len(spansNamed(rec, "gcprobe.detector")); got != 1 {
+		t.Errorf("an empty queue made a span: %d spans", got)
+	}
+}
