@@ -24,8 +24,11 @@ var fixed = []string{
 	"shadow", "cleanups", "dot", "dotkept", "nonstd",
 }
 
+// TestFixes compares the result of all fixes with the .golden files, then
+// checks that each fix also compiles when applied alone.
 func TestFixes(t *testing.T) {
-	analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), analyzer.Analyzer, fixed...)
+	results := analysistest.RunWithSuggestedFixes(t, analysistest.TestData(), analyzer.Analyzer, fixed...)
+	t.Run("each alone", func(t *testing.T) { eachFixAlone(t, results) })
 }
 
 func TestDiagnostics(t *testing.T) {
@@ -39,11 +42,10 @@ func TestDiagnostics(t *testing.T) {
 	)
 }
 
-// Each fix must leave a package that compiles when applied alone, as an
-// editor applies it: in particular a fix deletes the runtime import only
-// when nothing else in the file uses it.
-func TestEachFixAppliesAlone(t *testing.T) {
-	results := analysistest.Run(t, analysistest.TestData(), analyzer.Analyzer, fixed...)
+// eachFixAlone checks that each fix leaves a package that compiles when
+// applied alone, as an editor applies it: in particular a fix deletes the
+// runtime import only when nothing else in the file uses it.
+func eachFixAlone(t *testing.T, results []*analysistest.Result) {
 
 	// Every package the test packages import, to type-check them again.
 	deps := make(map[string]*types.Package)

@@ -32,7 +32,8 @@
 //   - imports github.com/gcprobe/probe/finalizerwatch if the file does not
 //     already (under another name if "finalizerwatch" is taken where the
 //     call is), after the file's last non-standard import or in a group of
-//     its own;
+//     its own (or, when the file's last import is a lone import "runtime"
+//     that the fixes leave unused, in a declaration of its own);
 //   - deletes the runtime import when that call was its only use in the
 //     file. When several calls were, applying all the fixes (-fix) leaves
 //     it unused, and the driver removes it as it formats the file.

@@ -21,6 +21,11 @@ type importPlan struct {
 	prefix string // "finalizerwatch.", "alias.", or "" through a dot import
 	add    string // the import spec to add; "" when finalizerwatch is imported already
 	sole   map[*ast.ImportSpec]bool
+	// newDecl says to add the import as a declaration of its own rather
+	// than parenthesise the last one, "import "runtime"", which all the
+	// fixes together leave unused: -fix then ends with a lone
+	// import "github.com/gcprobe/probe/finalizerwatch".
+	newDecl bool
 }
 
 func (p *importPlan) qualify(name string) string { return p.prefix + name }
@@ -79,10 +84,16 @@ func planImports(pass *analysis.Pass, file *ast.File, findings []*finding) *impo
 	// A runtime import used once in the file, by a fixed call, goes with
 	// that call's fix.
 	counts := runtimeUses(pass, file)
+	through := make(map[*ast.ImportSpec]int)
 	for _, f := range fixed {
+		through[f.spec]++
 		if counts[f.spec] == 1 {
 			p.sole[f.spec] = true
 		}
+	}
+	if last := p.lastImportDecl(); p.add != "" && !last.Lparen.IsValid() {
+		spec := last.Specs[0].(*ast.ImportSpec)
+		p.newDecl = counts[spec] > 1 && through[spec] == counts[spec]
 	}
 	return p
 }
@@ -213,6 +224,9 @@ func (p *importPlan) insertion(decl *ast.GenDecl) analysis.TextEdit {
 	sep := "\n\n\t"
 	if !isStd(importPath(anchor)) {
 		sep = "\n\t"
+	}
+	if p.newDecl {
+		return analysis.TextEdit{Pos: decl.End(), End: decl.End(), NewText: []byte("\nimport " + p.add)}
 	}
 	if !decl.Lparen.IsValid() {
 		return analysis.TextEdit{Pos: anchor.Pos(), End: anchor.End(),

@@ -1,0 +1,33 @@
+// Command demo registers finalizers and cleanups with the runtime, then
+// prints the call sites that finalizerwatch.Default knows of: none, until
+// finalizercheck -fix rewrites the calls.
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"slices"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+func main() {
+	for i := range 3 {
+		dial(i)
+	}
+	var buffers []*buffer
+	for i := range 2 {
+		buffers = append(buffers, newBuffer(i))
+	}
+	var lines []string
+	for _, s := range finalizerwatch.Default.Sites() {
+		lines = append(lines, fmt.Sprintf("%s %s:%d registered=%d", s.Kind, filepath.Base(s.Site.File), s.Site.Line, s.Registered))
+	}
+	slices.Sort(lines)
+	fmt.Println("sites:", len(lines))
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	runtime.KeepAlive(buffers)
+}
