@@ -11,9 +11,9 @@
 //	go vet -vettool=$(which finalizercheck) ./...
 //	go fix -fixtool=$(which finalizercheck) ./...
 //
-// It exits with status 3 when it reports something (1 on errors), as
-// single-analyzer checkers do; -diff prints the fixes as a patch instead of
-// applying them. See package
+// Without -fix it exits with status 3 when it reports something, 1 on
+// errors, as single-analyzer checkers do; -fix -diff prints the fixes as a
+// patch instead of applying them. See package
 // github.com/gcprobe/probe/cmd/finalizercheck/analyzer for what is reported
 // and rewritten.
 package main

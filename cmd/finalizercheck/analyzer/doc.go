@@ -7,7 +7,7 @@
 //
 //	go run github.com/gcprobe/probe/cmd/finalizercheck ./...       # report
 //	go run github.com/gcprobe/probe/cmd/finalizercheck -fix ./...  # rewrite
-//	go run github.com/gcprobe/probe/cmd/finalizercheck -diff ./... # show the rewrite
+//	go run github.com/gcprobe/probe/cmd/finalizercheck -fix -diff ./... # show it
 //
 // or, installed, under go vet and go fix:
 //
