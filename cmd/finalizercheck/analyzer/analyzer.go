@@ -132,9 +132,6 @@ func classify(pass *analysis.Pass, file *ast.File, id *ast.Ident, name string, s
 	} else {
 		f.spec = dotImportOf(file)
 	}
-	if f.spec == nil {
-		return nil
-	}
 	// Climb an explicit instantiation, runtime.AddCleanup[T, S], and
 	// parentheses, to see whether the function is called.
 	e := stack[i]
@@ -163,6 +160,11 @@ func classify(pass *analysis.Pass, file *ast.File, id *ast.Ident, name string, s
 	}
 	if name == "AddCleanup" {
 		f.noFix = resultUse(pass, call, stack[:i+1], uses)
+	}
+	if f.spec == nil && f.noFix == "" {
+		// Not through an import of this file (cgo or other generated
+		// code): still worth reporting, but there is no import to edit.
+		f.noFix = "the reference does not go through an import of runtime in this file"
 	}
 	return f
 }
