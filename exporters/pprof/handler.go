@@ -1,0 +1,79 @@
+package pprofexporter
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+// MaxConcurrentBuilds is how many profiles a Handler builds at once; a
+// request beyond that gets 503 Service Unavailable with a Retry-After
+// header rather than queueing. A build reads the whole ledger and holds
+// the encoded profile in memory, so an unbounded number of concurrent
+// scrapes would cost unbounded CPU and memory.
+const MaxConcurrentBuilds = 4
+
+// RetryAfterSeconds is the Retry-After a Handler sends with a 503.
+const RetryAfterSeconds = 1
+
+// Handler returns an http.Handler that serves the profile of ledger (see
+// Profile) as a download named finalizers.pb.gz, for go tool pprof:
+// mount it at /debug/pprof/finalizers. It answers GET and HEAD (HEAD
+// builds nothing), 405 Method Not Allowed to anything else, and 503 when
+// MaxConcurrentBuilds profiles are being built already. A nil ledger means
+// finalizerwatch.Default. The handler is safe for concurrent use.
+func Handler(ledger *finalizerwatch.Watcher) http.Handler {
+	if ledger == nil {
+		ledger = finalizerwatch.Default
+	}
+	return &handler{
+		build: func(w io.Writer) error { return Write(w, ledger) },
+		sem:   make(chan struct{}, MaxConcurrentBuilds),
+	}
+}
+
+type handler struct {
+	build func(io.Writer) error // Write of the ledger; a hook for tests
+	sem   chan struct{}         // one token per build in progress
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	if r.Method == http.MethodHead {
+		setDownloadHeaders(w.Header())
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	select {
+	case h.sem <- struct{}{}:
+		defer func() { <-h.sem }()
+	default:
+		w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+		http.Error(w, "too many profiles being built; retry later", http.StatusServiceUnavailable)
+		return
+	}
+	// Build into memory first, so that a failure can still be reported
+	// with a status code rather than as a truncated download.
+	var buf bytes.Buffer
+	if err := h.build(&buf); err != nil {
+		http.Error(w, "building the profile failed", http.StatusInternalServerError)
+		return
+	}
+	setDownloadHeaders(w.Header())
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	_, _ = buf.WriteTo(w) // the client went away: nothing to do
+}
+
+func setDownloadHeaders(h http.Header) {
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", `attachment; filename="finalizers.pb.gz"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+}

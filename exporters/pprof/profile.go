@@ -1,0 +1,163 @@
+package pprofexporter
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
+	"github.com/google/pprof/profile"
+)
+
+// The profile's sample types, in the order of Sample.Value.
+const (
+	// SampleOutstanding counts registrations that have neither run nor
+	// been cleared. It is the default sample type.
+	SampleOutstanding = "outstanding"
+	// SampleSuspect counts outstanding registrations that have survived at
+	// least the watcher's SuspectCycles GC cycles.
+	SampleSuspect = "suspect"
+	// SampleRegistered counts every registration.
+	SampleRegistered = "registered"
+)
+
+// LabelKind is the sample label that holds a registration's kind,
+// "finalizer" or "cleanup".
+const LabelKind = "kind"
+
+// Profile returns the profile of ledger's outstanding finalizers and
+// cleanups: one sample per ledger entry (Watcher.Stacks), located at its
+// registration stack, with the values outstanding, suspect and registered
+// (all "count") and a label LabelKind. A nil ledger means
+// finalizerwatch.Default.
+//
+// The profile holds code locations and counts only: function names, file
+// names, line numbers and program counters of the registration stacks.
+// Locations and functions are shared between samples. A frame without a
+// program counter (the overflow entry's) gets a synthetic address, below
+// any real one.
+func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
+	if ledger == nil {
+		ledger = finalizerwatch.Default
+	}
+	b := newBuilder()
+	for _, s := range ledger.Stacks() {
+		b.add(&s)
+	}
+	return b.p
+}
+
+// Write writes the profile of ledger (see Profile) to w in the gzipped
+// protocol-buffer format that go tool pprof reads. A nil ledger means
+// finalizerwatch.Default.
+func Write(w io.Writer, ledger *finalizerwatch.Watcher) error {
+	if err := Profile(ledger).Write(w); err != nil {
+		return fmt.Errorf("pprofexporter: writing profile: %w", err)
+	}
+	return nil
+}
+
+// builder assembles a profile, deduplicating functions and locations.
+type builder struct {
+	p     *profile.Profile
+	funcs map[funcKey]*profile.Function
+	locs  map[locKey]*profile.Location
+	// synth numbers the synthetic addresses of frames without a PC.
+	synth uint64
+}
+
+type funcKey struct{ name, file string }
+
+// locKey identifies a location: its program counter and the frame it
+// symbolizes to (frames without a PC are told apart by the latter alone).
+type locKey struct {
+	pc   uintptr
+	fn   funcKey
+	line int
+}
+
+func newBuilder() *builder {
+	return &builder{
+		p: &profile.Profile{
+			SampleType: []*profile.ValueType{
+				{Type: SampleOutstanding, Unit: "count"},
+				{Type: SampleSuspect, Unit: "count"},
+				{Type: SampleRegistered, Unit: "count"},
+			},
+			DefaultSampleType: SampleOutstanding,
+			TimeNanos:         time.Now().UnixNano(),
+		},
+		funcs: make(map[funcKey]*profile.Function),
+		locs:  make(map[locKey]*profile.Location),
+	}
+}
+
+// add adds the sample of one ledger entry.
+func (b *builder) add(s *finalizerwatch.SiteStats) {
+	frames := s.Stack
+	if len(frames) == 0 {
+		frames = []stackcapture.Frame{s.Site}
+	}
+	// One location per frame. runtime.Callers, which captured the stack,
+	// gives each frame of an inlining chain a program counter of its own,
+	// so a location never needs more than one line; recursion repeats a
+	// location, which is what pprof expects.
+	locs := make([]*profile.Location, len(frames))
+	for i := range frames {
+		locs[i] = b.location(&frames[i])
+	}
+	b.p.Sample = append(b.p.Sample, &profile.Sample{
+		Location: locs,
+		Value:    []int64{clampInt64(s.Outstanding), clampInt64(s.Suspect), clampInt64(s.Registered)},
+		Label:    map[string][]string{LabelKind: {s.Kind.String()}},
+	})
+}
+
+// location returns the location of frame f.
+func (b *builder) location(f *stackcapture.Frame) *profile.Location {
+	key := locKey{pc: f.PC, fn: funcKey{f.Function, f.File}, line: f.Line}
+	if l := b.locs[key]; l != nil {
+		return l
+	}
+	addr := uint64(f.PC)
+	if addr == 0 {
+		b.synth++
+		addr = b.synth
+	}
+	l := &profile.Location{
+		ID:      uint64(len(b.p.Location) + 1),
+		Address: addr,
+		Line:    []profile.Line{{Function: b.function(f), Line: int64(f.Line)}},
+	}
+	b.p.Location = append(b.p.Location, l)
+	b.locs[key] = l
+	return l
+}
+
+func (b *builder) function(f *stackcapture.Frame) *profile.Function {
+	key := funcKey{f.Function, f.File}
+	if fn := b.funcs[key]; fn != nil {
+		return fn
+	}
+	name := f.Function
+	if name == "" {
+		name = "unknown"
+	}
+	fn := &profile.Function{
+		ID:         uint64(len(b.p.Function) + 1),
+		Name:       name,
+		SystemName: name,
+		Filename:   f.File,
+	}
+	b.p.Function = append(b.p.Function, fn)
+	b.funcs[key] = fn
+	return fn
+}
+
+func clampInt64(v uint64) int64 {
+	if v > 1<<63-1 {
+		return 1<<63 - 1
+	}
+	return int64(v)
+}
