@@ -24,6 +24,9 @@ import (
 // GOFLAGS=-mod=mod and GOPROXY=off, so a missing module fails fast instead
 // of reaching for the network.
 func TestFixModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: builds and runs a module (10 to 60 s); drop -short to run it")
+	}
 	gocmd, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("skipping: the go command is not on PATH, and this test builds and runs modules with it")
