@@ -1,8 +1,10 @@
 package pprofexporter
 
 import (
+	"compress/gzip"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
@@ -49,20 +51,34 @@ func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
 }
 
 // Write writes the profile of ledger (see Profile) to w in the gzipped
-// protocol-buffer format that go tool pprof reads. A nil ledger means
-// finalizerwatch.Default.
+// protocol-buffer format that go tool pprof reads, as profile.Write does.
+// A nil ledger means finalizerwatch.Default.
 func Write(w io.Writer, ledger *finalizerwatch.Watcher) error {
-	if err := Profile(ledger).Write(w); err != nil {
+	p := Profile(ledger)
+	// A gzip.Writer allocates about a megabyte of compressor state, more
+	// than the profile of a thousand sites: reuse them.
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(w)
+	if err := p.WriteUncompressed(zw); err != nil {
+		return fmt.Errorf("pprofexporter: writing profile: %w", err)
+	}
+	if err := zw.Close(); err != nil {
 		return fmt.Errorf("pprofexporter: writing profile: %w", err)
 	}
 	return nil
 }
 
+var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+
 // builder assembles a profile, deduplicating functions and locations.
 type builder struct {
 	p     *profile.Profile
 	funcs map[funcKey]*profile.Function
-	locs  map[locKey]*profile.Location
+	// Locations by program counter (a hash of one word: the builder's hot
+	// path), and by frame for the frames that share a PC or have none.
+	byPC    map[uintptr]*profile.Location
+	byFrame map[locKey]*profile.Location
 	// synth numbers the synthetic addresses of frames without a PC.
 	synth uint64
 }
@@ -88,8 +104,9 @@ func newBuilder() *builder {
 			DefaultSampleType: SampleOutstanding,
 			TimeNanos:         time.Now().UnixNano(),
 		},
-		funcs: make(map[funcKey]*profile.Function),
-		locs:  make(map[locKey]*profile.Location),
+		funcs:   make(map[funcKey]*profile.Function),
+		byPC:    make(map[uintptr]*profile.Location),
+		byFrame: make(map[locKey]*profile.Location),
 	}
 }
 
@@ -116,8 +133,17 @@ func (b *builder) add(s *finalizerwatch.SiteStats) {
 
 // location returns the location of frame f.
 func (b *builder) location(f *stackcapture.Frame) *profile.Location {
+	// A PC from runtime.Callers symbolizes to one frame, always the same,
+	// so the PC alone finds the location; the check guards against a PC
+	// that stands for several frames (an inlining chain expanded from one
+	// physical PC), which then fall back to the frame key.
+	if f.PC != 0 {
+		if l := b.byPC[f.PC]; l != nil && sameFrame(l, f) {
+			return l
+		}
+	}
 	key := locKey{pc: f.PC, fn: funcKey{f.Function, f.File}, line: f.Line}
-	if l := b.locs[key]; l != nil {
+	if l := b.byFrame[key]; l != nil {
 		return l
 	}
 	addr := uint64(f.PC)
@@ -131,8 +157,18 @@ func (b *builder) location(f *stackcapture.Frame) *profile.Location {
 		Line:    []profile.Line{{Function: b.function(f), Line: int64(f.Line)}},
 	}
 	b.p.Location = append(b.p.Location, l)
-	b.locs[key] = l
+	b.byFrame[key] = l
+	if _, taken := b.byPC[f.PC]; f.PC != 0 && !taken {
+		b.byPC[f.PC] = l
+	}
 	return l
+}
+
+// sameFrame reports whether l is the location of f.
+func sameFrame(l *profile.Location, f *stackcapture.Frame) bool {
+	ln := l.Line[0]
+	return ln.Line == int64(f.Line) && ln.Function.Filename == f.File &&
+		(ln.Function.Name == f.Function || f.Function == "" && ln.Function.Name == "unknown")
 }
 
 func (b *builder) function(f *stackcapture.Frame) *profile.Function {

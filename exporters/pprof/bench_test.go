@@ -1,0 +1,84 @@
+package pprofexporter
+
+import (
+	"io"
+	"testing"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+// viaA and viaB call each other depth times, choosing by the bits of path,
+// then call fn: each path is a distinct stack, so with full stacks each
+// registration at the end is a ledger entry of its own.
+//
+//go:noinline
+func viaA(path uint, depth int, fn func()) {
+	if depth == 0 {
+		fn()
+		return
+	}
+	if path&1 == 0 {
+		viaA(path>>1, depth-1, fn)
+	} else {
+		viaB(path>>1, depth-1, fn)
+	}
+}
+
+//go:noinline
+func viaB(path uint, depth int, fn func()) {
+	if depth == 0 {
+		fn()
+		return
+	}
+	if path&1 == 0 {
+		viaA(path>>1, depth-1, fn)
+	} else {
+		viaB(path>>1, depth-1, fn)
+	}
+}
+
+// ledgerOf returns a watcher whose ledger has n entries (distinct stacks
+// of one site), their objects kept alive until the benchmark ends.
+func ledgerOf(b *testing.B, n int) *finalizerwatch.Watcher {
+	b.Helper()
+	w, err := finalizerwatch.New(finalizerwatch.WithFullStacks(true),
+		finalizerwatch.WithMaxSites(2*n), finalizerwatch.WithMaxStacks(2*n))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Close)
+	objs := make([]*obj, 0, n)
+	b.Cleanup(func() { objs = nil })
+	for path := range uint(n) {
+		viaA(path, 11, func() {
+			o := new(obj)
+			w.SetFinalizer(o, finalizeObj)
+			objs = append(objs, o)
+		})
+	}
+	if got := len(w.Stacks()); got < n {
+		b.Fatalf("%d ledger entries, want %d", got, n)
+	}
+	return w
+}
+
+// BenchmarkWrite1000 builds and encodes (gzip included) the profile of a
+// ledger of 1000 entries.
+func BenchmarkWrite1000(b *testing.B) {
+	w := ledgerOf(b, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Write(io.Discard, w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkProfile1000 only builds it.
+func BenchmarkProfile1000(b *testing.B) {
+	w := ledgerOf(b, 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		Profile(w)
+	}
+}

@@ -1,0 +1,99 @@
+package pprofexporter
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// obj is what tests register finalizers and cleanups on: big enough, and
+// with a pointer, never to be tiny-allocated.
+type obj struct {
+	p *int
+	_ [48]byte
+}
+
+func finalizeObj(*obj) {}
+func cleanupObj(int)   {}
+
+// kept holds the objects tests leak on purpose.
+var kept []*obj
+
+// plantLeak registers n finalizers whose objects it keeps.
+func plantLeak(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		o := new(obj)
+		w.SetFinalizer(o, finalizeObj) // marker: leak
+		kept = append(kept, o)
+	}
+}
+
+// churn adds n cleanups whose objects it drops.
+func churn(w *finalizerwatch.Watcher, n int) {
+	for i := range n {
+		finalizerwatch.AddCleanupTo(w, new(obj), cleanupObj, i) // marker: churn
+	}
+}
+
+// plantedWatcher returns a closed watcher with a leak of 7 finalizers, all
+// suspects, and a churn of 50 cleanups, all run.
+func plantedWatcher(t testing.TB) *finalizerwatch.Watcher {
+	t.Helper()
+	w, err := finalizerwatch.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	t.Cleanup(func() { kept = nil })
+	plantLeak(w, 7)
+	churn(w, 50)
+	want := [2]uint64{
+		w.Cycles(finalizerwatch.KindFinalizer) + uint64(w.SuspectCycles()) + 1,
+		w.Cycles(finalizerwatch.KindCleanup) + uint64(w.SuspectCycles()) + 1,
+	}
+	await(t, "GC cycles and the churn to run", func() bool {
+		return w.Cycles(finalizerwatch.KindFinalizer) >= want[0] &&
+			w.Cycles(finalizerwatch.KindCleanup) >= want[1] &&
+			w.Totals(finalizerwatch.KindCleanup).Executed == 50
+	})
+	w.Close()
+	return w
+}
+
+// await forces GC cycles until cond holds, failing at the deadline.
+func await(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		runtime.GC()
+		runtime.Gosched()
+	}
+}
+
+// markerLine returns the line of file that ends with "// marker: name".
+func markerLine(t testing.TB, file, name string) int {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, "// marker: "+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no marker %q in %s", name, file)
+	return 0
+}

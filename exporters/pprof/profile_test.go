@@ -1,0 +1,220 @@
+package pprofexporter
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
+	"github.com/google/pprof/profile"
+)
+
+// writeParse writes the profile of w and parses it back.
+func writeParse(t testing.TB, w *finalizerwatch.Watcher) (*profile.Profile, []byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := Write(&buf, w); err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.ParseData(buf.Bytes())
+	if err != nil {
+		t.Fatalf("ParseData: %v", err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatalf("CheckValid: %v", err)
+	}
+	return p, buf.Bytes()
+}
+
+// sampleAt returns the sample whose innermost line is in function fn at
+// line, or nil.
+func sampleAt(p *profile.Profile, fn string, line int) *profile.Sample {
+	for _, s := range p.Sample {
+		if len(s.Location) == 0 || len(s.Location[0].Line) == 0 {
+			continue
+		}
+		l := s.Location[0].Line[0]
+		if l.Function.Name == fn && l.Line == int64(line) {
+			return s
+		}
+	}
+	return nil
+}
+
+func TestProfile(t *testing.T) {
+	w := plantedWatcher(t)
+	p, _ := writeParse(t, w)
+
+	var types []string
+	for _, st := range p.SampleType {
+		types = append(types, st.Type+"/"+st.Unit)
+	}
+	if want := []string{"outstanding/count", "suspect/count", "registered/count"}; !slices.Equal(types, want) {
+		t.Errorf("sample types %v, want %v", types, want)
+	}
+	if p.DefaultSampleType != "outstanding" {
+		t.Errorf("default sample type %q, want outstanding", p.DefaultSampleType)
+	}
+	if n := len(w.Stacks()); len(p.Sample) != n {
+		t.Errorf("%d samples, want one per ledger entry (%d)", len(p.Sample), n)
+	}
+
+	const pkg = "github.com/gcprobe/probe/exporters/pprof."
+	leak := sampleAt(p, pkg+"plantLeak", markerLine(t, "main_test.go", "leak"))
+	if leak == nil {
+		t.Fatalf("no sample at the planted leak:\n%v", p)
+	}
+	if want := []int64{7, 7, 7}; !slices.Equal(leak.Value, want) {
+		t.Errorf("leak sample values %v, want %v (outstanding, suspect, registered)", leak.Value, want)
+	}
+	if got := leak.Label[LabelKind]; !slices.Equal(got, []string{"finalizer"}) {
+		t.Errorf("leak sample kind %v, want [finalizer]", got)
+	}
+	if !strings.HasSuffix(leak.Location[0].Line[0].Function.Filename, "main_test.go") {
+		t.Errorf("leak sample file %q", leak.Location[0].Line[0].Function.Filename)
+	}
+	// The stack goes on up to the test that planted it.
+	var fns []string
+	for _, l := range leak.Location {
+		fns = append(fns, l.Line[0].Function.Name)
+	}
+	if !slices.Contains(fns, pkg+"plantedWatcher") {
+		t.Errorf("leak stack %v lacks plantedWatcher", fns)
+	}
+
+	churn := sampleAt(p, pkg+"churn", markerLine(t, "main_test.go", "churn"))
+	if churn == nil {
+		t.Fatal("no sample at the churn")
+	}
+	if want := []int64{0, 0, 50}; !slices.Equal(churn.Value, want) {
+		t.Errorf("churn sample values %v, want %v", churn.Value, want)
+	}
+	if got := churn.Label[LabelKind]; !slices.Equal(got, []string{"cleanup"}) {
+		t.Errorf("churn sample kind %v, want [cleanup]", got)
+	}
+
+	// Functions and locations are shared, never repeated.
+	funcs := map[[2]string]bool{}
+	for _, f := range p.Function {
+		k := [2]string{f.Name, f.Filename}
+		if funcs[k] {
+			t.Errorf("function %v appears twice", k)
+		}
+		funcs[k] = true
+	}
+	type locKey struct {
+		addr uint64
+		fn   string
+		line int64
+	}
+	locs := map[locKey]bool{}
+	for _, l := range p.Location {
+		k := locKey{l.Address, l.Line[0].Function.Name, l.Line[0].Line}
+		if locs[k] {
+			t.Errorf("location %v appears twice", k)
+		}
+		locs[k] = true
+	}
+
+	// Nothing but code locations and counts: the only label is kind.
+	for _, s := range p.Sample {
+		if len(s.Label) != 1 || len(s.NumLabel) != 0 {
+			t.Errorf("sample labels %v %v, want only %s", s.Label, s.NumLabel, LabelKind)
+		}
+	}
+	if len(p.Comments) != 0 || len(p.Mapping) != 0 {
+		t.Errorf("profile carries comments %v or mappings %v", p.Comments, p.Mapping)
+	}
+}
+
+func TestProfileOverflowEntry(t *testing.T) {
+	// One site fits; the others overflow into an entry with no stack and
+	// no PC, which gets a synthetic address.
+	w, err := finalizerwatch.New(finalizerwatch.WithMaxSites(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	t.Cleanup(func() { kept = nil })
+	plantLeak(w, 2)
+	churn(w, 3)
+	p, _ := writeParse(t, w)
+	var overflow *profile.Sample
+	for _, s := range p.Sample {
+		if s.Location[0].Line[0].Function.Name == "gcprobe.overflow" {
+			overflow = s
+		}
+	}
+	if overflow == nil {
+		t.Fatalf("no overflow sample:\n%v", p)
+	}
+	if overflow.Value[2] != 3 || len(overflow.Location) != 1 || overflow.Location[0].Address == 0 {
+		t.Errorf("overflow sample %v at %v, want 3 registrations at one synthetic location", overflow.Value, overflow.Location)
+	}
+}
+
+func TestBuilderWithoutPCs(t *testing.T) {
+	b := newBuilder()
+	f := func(fn string, line int) stackcapture.Frame {
+		return stackcapture.Frame{Function: fn, File: "/src/app/a.go", Line: line}
+	}
+	b.add(&finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer, Stack: []stackcapture.Frame{f("app.a", 1), f("app.main", 9)}, Registered: 2, Outstanding: 1})
+	b.add(&finalizerwatch.SiteStats{Kind: finalizerwatch.KindCleanup, Stack: []stackcapture.Frame{f("app.b", 2), f("app.main", 9)}, Registered: 1})
+	b.add(&finalizerwatch.SiteStats{Kind: finalizerwatch.KindCleanup, Site: f("", 0)}) // no stack, unknown site
+	if err := b.p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.p.Location) != 4 || len(b.p.Function) != 4 {
+		t.Fatalf("%d locations, %d functions; want 4 and 4 (app.main shared)", len(b.p.Location), len(b.p.Function))
+	}
+	addrs := map[uint64]bool{}
+	for _, l := range b.p.Location {
+		if l.Address == 0 || addrs[l.Address] {
+			t.Errorf("synthetic address %#x zero or repeated", l.Address)
+		}
+		addrs[l.Address] = true
+	}
+	var buf bytes.Buffer
+	if err := b.p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := profile.ParseData(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGoToolPprof opens the profile with go tool pprof, as a user would.
+func TestGoToolPprof(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go tool pprof")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	w := plantedWatcher(t)
+	_, data := writeParse(t, w)
+	file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, index := range []string{"outstanding", "suspect", "registered"} {
+		cmd := exec.Command(goTool, "tool", "pprof", "-top", "-sample_index="+index, file)
+		cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof -top -sample_index=%s: %v\n%s", index, err, out)
+		}
+		if !strings.Contains(string(out), "github.com/gcprobe/probe/exporters/pprof.plantLeak") {
+			t.Errorf("go tool pprof -top -sample_index=%s does not name the planted leak:\n%s", index, out)
+		}
+		if index == "outstanding" && !strings.Contains(string(out), "Type: outstanding") {
+			t.Errorf("go tool pprof does not report the outstanding sample type:\n%s", out)
+		}
+	}
+}
