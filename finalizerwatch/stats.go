@@ -52,9 +52,7 @@ type Overflow struct {
 
 // Overflow returns the counts of refusals by the bounded tables.
 func (w *Watcher) Overflow() Overflow {
-	if w.sites == nil {
-		return Overflow{}
-	}
+	w.init()
 	return Overflow{
 		Sites:  w.overflow[KindFinalizer].registered.Load() + w.overflow[KindCleanup].registered.Load(),
 		Stacks: w.stacks.Overflowed(),
@@ -65,9 +63,7 @@ func (w *Watcher) Overflow() Overflow {
 // registration stack with WithFullStacks, plus an overflow entry per kind
 // that has one. The order is unspecified.
 func (w *Watcher) Stacks() []SiteStats {
-	if w.sites == nil {
-		return nil
-	}
+	w.init()
 	out := make([]SiteStats, 0, w.sites.Len()+2)
 	w.sites.Range(func(_ siteKey, s *site) bool {
 		out = append(out, w.stats(s))

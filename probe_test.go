@@ -1,0 +1,241 @@
+package probe_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/gcprobe/probe"
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// What controller-runtime's manager asks of a Runnable, without importing
+// it.
+var (
+	_ interface{ Start(context.Context) error } = (*probe.Probe)(nil)
+	_ interface{ NeedLeaderElection() bool }    = (*probe.Probe)(nil)
+)
+
+func newWatcher(t *testing.T) *finalizerwatch.Watcher {
+	t.Helper()
+	w, err := finalizerwatch.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+func TestStartStop(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, err := probe.Start(probe.WithRegisterer(reg), probe.WithWatcher(newWatcher(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.NeedLeaderElection() {
+		t.Error("NeedLeaderElection() = true; every replica must be watched")
+	}
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) == 0 {
+		t.Fatalf("Gather: %d families, %v", len(mfs), err)
+	}
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if mfs, _ := reg.Gather(); len(mfs) != 0 {
+		t.Fatalf("collector still registered after Stop: %d families", len(mfs))
+	}
+}
+
+func TestSecondProbeOnSameRegistererIsAnError(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p1, err := probe.Start(probe.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p1.Stop()
+	p2, err := probe.Start(probe.WithRegisterer(reg))
+	if !errors.Is(err, probe.ErrAlreadyRegistered) || p2 != nil {
+		t.Fatalf("second Start: %v, %v; want ErrAlreadyRegistered", p2, err)
+	}
+	p3, err := probe.New(probe.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p3.Start(context.Background()); !errors.Is(err, probe.ErrAlreadyRegistered) {
+		t.Fatalf("(*Probe).Start of a second probe: %v", err)
+	}
+}
+
+func TestRunnableStopsWithContext(t *testing.T) {
+	p, err := probe.New(probe.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- p.Start(ctx) }()
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after its context ended")
+	}
+	if err := p.Start(context.Background()); err == nil {
+		t.Fatal("restarting a stopped probe succeeded")
+	}
+}
+
+func TestOptionsAreValidated(t *testing.T) {
+	tests := []struct {
+		name string
+		give probe.Option
+		want string
+	}{
+		{"nil option", nil, "probe: option 0 is nil"},
+		{"nil registerer", probe.WithRegisterer(nil), "probe: WithRegisterer: nil Registerer"},
+		{"nil tracer provider", probe.WithTracerProvider(nil), "probe: WithTracerProvider: nil TracerProvider"},
+		{"nil watcher", probe.WithWatcher(nil), "probe: WithWatcher: nil Watcher"},
+		{"interval", probe.WithInterval(time.Microsecond), "probe: WithInterval: must be at least 1ms, got 1µs"},
+		{"top-k zero", probe.WithTopK(0), "probe: WithTopK: must be in [1, 1000], got 0"},
+		{"top-k huge", probe.WithTopK(5000), "probe: WithTopK: must be in [1, 1000], got 5000"},
+		{"empty listen address", probe.WithListenAddr(""), "probe: WithListenAddr: empty address"},
+		{"nil logger", probe.WithLogger(nil), "probe: WithLogger: nil Logger"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for name, start := range map[string]func() (*probe.Probe, error){
+				"New":   func() (*probe.Probe, error) { return probe.New(tt.give) },
+				"Start": func() (*probe.Probe, error) { return probe.Start(tt.give) },
+			} {
+				p, err := start()
+				if err == nil || err.Error() != tt.want || p != nil {
+					t.Errorf("%s: %v, %v; want error %q", name, p, err, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestListenerServesOnlyItsPaths(t *testing.T) {
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	base := "http://" + p.Addr().String()
+	tests := []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/metrics", 200},
+		{"HEAD", "/metrics", 200},
+		{"GET", "/debug/pprof/finalizers", 200},
+		{"POST", "/metrics", 405},
+		{"DELETE", "/debug/pprof/finalizers", 405},
+		{"GET", "/", 404},
+		{"GET", "/debug/pprof/", 404},
+		{"GET", "/metrics/x", 404},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(tt.method, base+tt.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("%s %s: %d, want %d", tt.method, tt.path, resp.StatusCode, tt.want)
+		}
+		if tt.path == "/metrics" && tt.method == "GET" && !strings.Contains(string(body), "gcprobe_gc_pause_seconds") {
+			t.Errorf("/metrics lacks gcprobe_gc_pause_seconds:\n%.500s", body)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+type leaky struct {
+	p   *int
+	buf [32]byte
+}
+
+var leaked []*leaky
+
+func plant(w *finalizerwatch.Watcher) {
+	for range 5 {
+		o := &leaky{}
+		w.SetFinalizer(o, func(*leaky) {}) // marker: root-leak
+		leaked = append(leaked, o)
+	}
+}
+
+func TestReportNamesPlantedLeak(t *testing.T) {
+	w := newWatcher(t)
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	plant(w)
+	t.Cleanup(func() { leaked = nil })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := p.Report()
+		if len(r.Top) > 0 && r.Top[0].Suspect == 5 {
+			if !strings.HasSuffix(r.Top[0].Site.Function, "probe_test.plant") {
+				t.Fatalf("top site %v", r.Top[0].Site)
+			}
+			var b strings.Builder
+			n, err := r.WriteTo(&b)
+			if err != nil || n != int64(b.Len()) || !strings.Contains(b.String(), "probe_test.plant probe_test.go:") {
+				t.Fatalf("WriteTo = %d, %v:\n%s", n, err, b.String())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no suspect after 20s: %+v", r.Top)
+		}
+		runtime.GC()
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A daemon that embeds the probe must not pay for Kubernetes or gRPC.
+func TestRootImportsNoKubernetesOrGRPC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list")
+	}
+	for _, pkg := range []string{".", "./finalizerwatch"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, banned := range []string{"k8s.io/", "sigs.k8s.io/controller-runtime", "google.golang.org/grpc"} {
+				if strings.HasPrefix(dep, banned) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+}

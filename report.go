@@ -1,0 +1,101 @@
+package probe
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/memstats"
+)
+
+// Report is the probe's current picture: the GC and its queues, the
+// ledger's totals and its top sites with their stacks, and the detectors
+// firing now.
+type Report struct {
+	Time time.Time
+	// GC is the sampler's latest snapshot.
+	GC memstats.Snapshot
+	// Finalizers and Cleanups are the ledger summed over all sites.
+	Finalizers, Cleanups finalizerwatch.Totals
+	// Top are the sites most likely to leak, most likely first (at most
+	// WithTopK of them), as finalizerwatch.Watcher.Top ranks them.
+	Top []finalizerwatch.SiteStats
+	// Firing are the detectors firing now.
+	Firing []memstats.Event
+	// Overflow counts what the ledger's bounded tables refused.
+	Overflow finalizerwatch.Overflow
+}
+
+// Report returns the current picture. It symbolizes the top sites' stacks
+// (once per site) and allocates; call it from a report loop or a handler,
+// not a hot path.
+func (p *Probe) Report() Report {
+	return Report{
+		Time:       time.Now(),
+		GC:         p.sampler.Snapshot(),
+		Finalizers: p.watcher.Totals(finalizerwatch.KindFinalizer),
+		Cleanups:   p.watcher.Totals(finalizerwatch.KindCleanup),
+		Top:        p.watcher.Top(p.cfg.topK),
+		Firing:     p.sampler.Active(nil),
+		Overflow:   p.watcher.Overflow(),
+	}
+}
+
+// WriteTo writes r as a small text table (GC, queues, detectors, top
+// sites) for a terminal or a log, and returns the bytes written.
+func (r Report) WriteTo(w io.Writer) (int64, error) {
+	var b bytes.Buffer
+	g := r.GC
+	fmt.Fprintf(&b, "gcprobe %s  GC cycles %d (forced %d, %.1f/min)  heap live %s / goal %s  GC CPU %.1f%%\n",
+		r.Time.Format(time.TimeOnly), g.Cycles, g.ForcedCycles, g.ForcedPerMinute,
+		bytesString(g.HeapLive), bytesString(g.HeapGoal), 100*g.GCCPUFraction)
+	fmt.Fprintf(&b, "GC pauses over %d cycles: p50 %v  p99 %v  max %v\n", g.PauseWindow, g.PauseP50, g.PauseP99, g.PauseMax)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "queue\tlength\tgrowth/s\tlatency\twatched: registered\toutstanding\tsuspect\t")
+	for _, q := range []struct {
+		name string
+		q    memstats.Queue
+		t    finalizerwatch.Totals
+	}{{"finalizers", g.Finalizers, r.Finalizers}, {"cleanups", g.Cleanups, r.Cleanups}} {
+		fmt.Fprintf(tw, "%s\t%d\t%+.1f\t%v\t%d\t%d\t%d\t\n", q.name, q.q.Length, q.q.GrowthPerSecond,
+			q.q.Latency.Round(time.Microsecond), q.t.Registered, q.t.Outstanding, q.t.Suspect)
+	}
+	tw.Flush()
+	if len(r.Firing) > 0 {
+		b.WriteString("firing:")
+		for _, e := range r.Firing {
+			fmt.Fprintf(&b, " %s (%.3g, threshold %.3g, since %s)", e.Detector, e.Value, e.Threshold, e.Since.Format(time.TimeOnly))
+		}
+		b.WriteByte('\n')
+	}
+	if len(r.Top) > 0 {
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "top sites\tkind\tregistered\texecuted\toutstanding\tsuspect\tscore\t")
+		for _, s := range r.Top {
+			fmt.Fprintf(tw, "%s %s:%d\t%s\t%d\t%d\t%d\t%d\t%.0f\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line,
+				s.Kind, s.Registered, s.Executed, s.Outstanding, s.Suspect, s.Score)
+		}
+		tw.Flush()
+	}
+	if r.Overflow.Sites > 0 || r.Overflow.Stacks > 0 {
+		fmt.Fprintf(&b, "overflow: %d registrations without a site of their own, %d stacks not kept\n", r.Overflow.Sites, r.Overflow.Stacks)
+	}
+	n, err := w.Write(b.Bytes())
+	return int64(n), err
+}
+
+func bytesString(n uint64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

@@ -1,0 +1,91 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// The probe's own listener is for programs without a metrics server. It is
+// unauthenticated, so it serves as little as it can: two paths, GET and
+// HEAD, with timeouts on every phase of a request and a cap on concurrent
+// scrapes (the profile handler caps its own builds).
+const (
+	// MetricsPath and ProfilePath are what WithListenAddr serves.
+	MetricsPath = "/metrics"
+	ProfilePath = "/debug/pprof/finalizers"
+
+	readHeaderTimeout = 5 * time.Second
+	readTimeout       = 10 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 60 * time.Second
+	shutdownTimeout   = 5 * time.Second
+	maxScrapes        = 8
+)
+
+func (p *Probe) listen() error {
+	ln, err := net.Listen("tcp", p.cfg.listenAddr)
+	if err != nil {
+		return fmt.Errorf("probe: WithListenAddr: %w", err)
+	}
+	p.addr = ln.Addr()
+	p.server = &http.Server{
+		Handler:           p.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          nil,
+	}
+	srv := p.server
+	p.goSafe("listener", func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.cfg.logger.Error("gcprobe: listener stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	})
+	return nil
+}
+
+// Handler returns what WithListenAddr serves: /metrics and
+// /debug/pprof/finalizers, GET and HEAD only (405 otherwise), 404 for any
+// other path. Mount it yourself to serve both behind your own
+// authentication. /metrics shows the probe's registerer if it is also a
+// prometheus.Gatherer (prometheus.DefaultRegisterer is), else the probe's
+// collector alone.
+func (p *Probe) Handler() http.Handler {
+	g, ok := p.cfg.registerer.(prometheus.Gatherer)
+	if !ok {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(p.collector)
+		g = reg
+	}
+	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: maxScrapes,
+		Timeout:             writeTimeout / 2,
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var h http.Handler
+		switch r.URL.Path {
+		case MetricsPath:
+			h = metrics
+		case ProfilePath:
+			h = p.profile
+		default:
+			http.NotFound(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
