@@ -30,7 +30,7 @@ type Probe struct {
 	cfg       config
 	watcher   *finalizerwatch.Watcher
 	sampler   *memstats.Sampler
-	collector *promexporter.Collector
+	collector *collector
 	profile   http.Handler
 
 	mu       sync.Mutex
@@ -67,7 +67,7 @@ func New(opts ...Option) (*Probe, error) {
 		profile: pprofexporter.Handler(cfg.watcher),
 		done:    make(chan struct{}),
 	}
-	p.collector, err = promexporter.New(
+	inner, err := promexporter.New(
 		promexporter.WithWatcher(cfg.watcher),
 		promexporter.WithSnapshotFunc(sampler.Snapshot),
 		promexporter.WithTopK(cfg.topK),
@@ -77,6 +77,7 @@ func New(opts ...Option) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
+	p.collector = newCollector(p, inner)
 	return p, nil
 }
 

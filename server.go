@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 )
 
 // The probe's own listener is for programs without a metrics server. It is
@@ -26,6 +28,7 @@ const (
 	idleTimeout       = 60 * time.Second
 	shutdownTimeout   = 5 * time.Second
 	maxScrapes        = 8
+	queueWait         = 10 * time.Second
 )
 
 func (p *Probe) listen() error {
@@ -54,7 +57,8 @@ func (p *Probe) listen() error {
 
 // Handler returns what WithListenAddr serves: /metrics and
 // /debug/pprof/finalizers, GET and HEAD only (405 otherwise), 404 for any
-// other path. Mount it yourself to serve both behind your own
+// other path. At most 8 scrapes and 4 profile builds run at once; the
+// others wait up to 10 s for their turn, then get 503. Mount it yourself to serve both behind your own
 // authentication. /metrics shows the probe's registerer if it is also a
 // prometheus.Gatherer (prometheus.DefaultRegisterer is), else the probe's
 // collector alone.
@@ -65,18 +69,18 @@ func (p *Probe) Handler() http.Handler {
 		reg.MustRegister(p.collector)
 		g = reg
 	}
-	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: maxScrapes,
-		Timeout:             writeTimeout / 2,
-	})
+	metrics := queue(maxScrapes, promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError,
+		Timeout:       writeTimeout / 2,
+	}))
+	profile := queue(pprofexporter.MaxConcurrentBuilds, p.profile)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var h http.Handler
 		switch r.URL.Path {
 		case MetricsPath:
 			h = metrics
 		case ProfilePath:
-			h = p.profile
+			h = profile
 		default:
 			http.NotFound(w, r)
 			return
@@ -86,6 +90,29 @@ func (p *Probe) Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// queue lets at most n requests into h at once; the others wait for a
+// place, up to queueWait, and then get 503 with Retry-After. A scrape that
+// waits a little is better than one refused at once: Prometheus would
+// record the target as down.
+func queue(n int, h http.Handler) http.Handler {
+	slots := make(chan struct{}, n)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := time.NewTimer(queueWait)
+		defer t.Stop()
+		select {
+		case slots <- struct{}{}:
+		case <-t.C:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "too many concurrent requests", http.StatusServiceUnavailable)
+			return
+		case <-r.Context().Done():
+			return
+		}
+		defer func() { <-slots }()
 		h.ServeHTTP(w, r)
 	})
 }

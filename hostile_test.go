@@ -1,0 +1,235 @@
+package probe_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gcprobe/probe"
+	"github.com/gcprobe/probe/finalizerwatch"
+)
+
+// countingHandler counts the log records it receives.
+type countingHandler struct {
+	n    atomic.Int64
+	last atomic.Value
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	h.n.Add(1)
+	h.last.Store(r.Message)
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// A panic in one of the probe's goroutines is recovered, counted in a
+// self-metric and logged once.
+func TestPanicsInsideTheProbeAreRecovered(t *testing.T) {
+	logs := &countingHandler{}
+	reg := prometheus.NewRegistry()
+	p, err := probe.Start(probe.WithRegisterer(reg), probe.WithLogger(slog.New(logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	for range 3 {
+		done := make(chan struct{})
+		p.GoSafe("test", func() {
+			defer close(done)
+			panic("boom")
+		})
+		<-done
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Panics() != 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Panics() = %d, want 3", p.Panics())
+		}
+		runtime.Gosched()
+	}
+	if n := logs.n.Load(); n != 1 {
+		t.Fatalf("logged %d times, want once", n)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "gcprobe_probe_panics_total" {
+			found = mf.GetMetric()[0].GetCounter().GetValue() == 3
+		}
+	}
+	if !found {
+		t.Fatal("gcprobe_probe_panics_total is not 3")
+	}
+}
+
+// loadDuration is how long the load test runs: 30 s, or 3 s with -short.
+func loadDuration() time.Duration {
+	if testing.Short() {
+		return 3 * time.Second
+	}
+	return 30 * time.Second
+}
+
+// 100 concurrent scrapers of /metrics and the profile, with registrations
+// from 32 goroutines: every answer is 200, or 503 from the documented
+// bounds on concurrent scrapes; goroutines do not grow; memory stays
+// bounded. (goleak in TestMain checks that Stop ended everything.)
+func TestLoadScrapersAndRegistrations(t *testing.T) {
+	w := newWatcher(t)
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	base := "http://" + p.Addr().String()
+	client := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}
+	defer client.CloseIdleConnections()
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	goroutinesBefore := runtime.NumGoroutine()
+
+	ctx, cancel := context.WithTimeout(context.Background(), loadDuration())
+	defer cancel()
+	var wg sync.WaitGroup
+	var ok, busy, failed atomic.Int64
+	var firstErr atomic.Value
+	for i := range 100 {
+		path := "/metrics"
+		if i%4 == 0 {
+			path = "/debug/pprof/finalizers"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				resp, err := client.Get(base + path)
+				if err != nil {
+					if ctx.Err() == nil {
+						failed.Add(1)
+						firstErr.CompareAndSwap(nil, err.Error())
+					}
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case 200:
+					ok.Add(1)
+				case 503:
+					busy.Add(1)
+				default:
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, resp.Status)
+				}
+			}
+		}()
+	}
+	var registered atomic.Int64
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				w.SetFinalizer(&leaky{}, func(*leaky) {})
+				finalizerwatch.AddCleanupTo(w, &leaky{}, func(int) {}, 0)
+				registered.Add(2)
+			}
+		}()
+	}
+	wg.Wait()
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	t.Logf("%v: %d scrapes ok, %d refused (503), %d failed; %d registrations; heap in use %d → %d KiB; goroutines %d → %d",
+		loadDuration(), ok.Load(), busy.Load(), failed.Load(), registered.Load(),
+		before.HeapInuse/1024, after.HeapInuse/1024, goroutinesBefore, runtime.NumGoroutine())
+	if failed.Load() > 0 {
+		t.Fatalf("%d scrapes failed; first: %v", failed.Load(), firstErr.Load())
+	}
+	if ok.Load() == 0 {
+		t.Fatal("no scrape succeeded")
+	}
+	client.CloseIdleConnections()
+	// Idle keep-alive connections close asynchronously: poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > goroutinesBefore+5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines grew from %d to %d", goroutinesBefore, runtime.NumGoroutine())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The sampler at a 1 ms interval, a Stop in the middle of scrapes: the
+// host keeps working and nothing leaks.
+func TestFaults(t *testing.T) {
+	t.Run("sampler at 1ms", func(t *testing.T) {
+		w := newWatcher(t)
+		p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithInterval(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := p.Sampler().Snapshot().Samples
+		deadline := time.Now().Add(10 * time.Second)
+		for p.Sampler().Snapshot().Samples < start+200 {
+			w.SetFinalizer(&leaky{}, func(*leaky) {})
+			if time.Now().After(deadline) {
+				t.Fatal("fewer than 200 samples in 10s at a 1ms interval")
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("stop during scrapes", func(t *testing.T) {
+		p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithListenAddr("127.0.0.1:0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + p.Addr().String()
+		client := &http.Client{Timeout: 10 * time.Second}
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if resp, err := client.Get(base + "/metrics"); err == nil {
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+					}
+				}
+			}()
+		}
+		time.Sleep(50 * time.Millisecond) // let scrapes be in flight; not synchronisation
+		if err := p.Stop(); err != nil && !strings.Contains(err.Error(), "listener") {
+			t.Fatal(err)
+		}
+		close(stop)
+		wg.Wait()
+		client.CloseIdleConnections()
+	})
+}
