@@ -11,6 +11,7 @@ import (
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/tracing"
 )
 
 // Defaults for the probe's options.
@@ -41,6 +42,8 @@ type config struct {
 	fullStacks     bool
 	logger         *slog.Logger
 	samplerOpts    []memstats.Option
+	leakInterval   time.Duration
+	pauseThreshold time.Duration
 }
 
 func defaultConfig() config {
@@ -50,6 +53,9 @@ func defaultConfig() config {
 		interval:   DefaultInterval,
 		topK:       DefaultTopK,
 		logger:     slog.New(slog.DiscardHandler),
+
+		leakInterval:   tracing.DefaultLeakReportInterval,
+		pauseThreshold: tracing.DefaultPauseThreshold,
 	}
 }
 
@@ -79,7 +85,8 @@ func WithRegisterer(r prometheus.Registerer) Option {
 }
 
 // WithTracerProvider makes the probe's spans (leak reports, long GC
-// pauses) use tp instead of the global tracer provider.
+// pauses, detector events; see package tracing) use tp instead of the
+// global tracer provider, which is a no-op until the program installs one.
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(c *config) error {
 		if tp == nil {
@@ -179,6 +186,30 @@ func WithLogger(l *slog.Logger) Option {
 func WithSamplerOptions(opts ...memstats.Option) Option {
 	return func(c *config) error {
 		c.samplerOpts = append(c.samplerOpts, opts...)
+		return nil
+	}
+}
+
+// WithLeakReportInterval sets how often the probe emits a
+// gcprobe.leak_report span (default one minute, at least one second).
+func WithLeakReportInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Second {
+			return fmt.Errorf("probe: WithLeakReportInterval: must be at least 1s, got %v", d)
+		}
+		c.leakInterval = d
+		return nil
+	}
+}
+
+// WithPauseThreshold sets the GC pause above which the probe emits a
+// gcprobe.gc_pause span (default 10ms). It must be positive.
+func WithPauseThreshold(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("probe: WithPauseThreshold: must be > 0, got %v", d)
+		}
+		c.pauseThreshold = d
 		return nil
 	}
 }

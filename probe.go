@@ -17,6 +17,7 @@ import (
 	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/tracing"
 )
 
 // ErrAlreadyRegistered is wrapped by the error Start returns when the
@@ -32,6 +33,7 @@ type Probe struct {
 	sampler   *memstats.Sampler
 	collector *collector
 	profile   http.Handler
+	reporter  *tracing.Reporter
 
 	mu       sync.Mutex
 	started  bool
@@ -78,6 +80,19 @@ func New(opts ...Option) (*Probe, error) {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
 	p.collector = newCollector(p, inner)
+	trOpts := []tracing.Option{
+		tracing.WithSampler(sampler),
+		tracing.WithWatcher(cfg.watcher),
+		tracing.WithTopK(cfg.topK),
+		tracing.WithLeakReportInterval(cfg.leakInterval),
+		tracing.WithPauseThreshold(cfg.pauseThreshold),
+	}
+	if cfg.tracerProvider != nil {
+		trOpts = append(trOpts, tracing.WithTracerProvider(cfg.tracerProvider))
+	}
+	if p.reporter, err = tracing.New(trOpts...); err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
 	return p, nil
 }
 
@@ -138,11 +153,15 @@ func (p *Probe) start() (err error) {
 	defer func() {
 		if err != nil {
 			p.cfg.registerer.Unregister(p.collector)
+			p.reporter.Stop()
 			p.sampler.Stop()
 		}
 	}()
 	if err := p.sampler.Start(); err != nil {
 		return fmt.Errorf("probe: starting the sampler: %w", err)
+	}
+	if err := p.reporter.Start(); err != nil {
+		return fmt.Errorf("probe: starting the span reporter: %w", err)
 	}
 	if p.cfg.listenAddr != "" {
 		if err := p.listen(); err != nil {
@@ -180,6 +199,7 @@ func (p *Probe) Stop() error {
 		}
 		cancel()
 	}
+	p.reporter.Stop()
 	p.sampler.Stop()
 	p.cfg.registerer.Unregister(p.collector)
 	if p.restore != nil {
@@ -199,6 +219,10 @@ func (p *Probe) ProfileHandler() http.Handler { return p.profile }
 // Collector returns the probe's Prometheus collector, for callers that
 // gather it themselves.
 func (p *Probe) Collector() prometheus.Collector { return p.collector }
+
+// ReportNow emits a gcprobe.leak_report span now, besides the periodic
+// ones.
+func (p *Probe) ReportNow(ctx context.Context) { p.reporter.ReportNow(ctx) }
 
 // Sampler returns the probe's memstats sampler, for subscribing to detector
 // events or reading pause history.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
 	"github.com/gcprobe/probe"
@@ -238,4 +240,34 @@ func TestRootImportsNoKubernetesOrGRPC(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The probe's leak reports reach the tracer provider it was given.
+func TestLeakReportSpanNamesPlantedLeak(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	w := newWatcher(t)
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithTracerProvider(tp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	plant(w)
+	t.Cleanup(func() { leaked = nil })
+	p.ReportNow(context.Background())
+	for _, s := range rec.Ended() {
+		if s.Name() != "gcprobe.leak_report" {
+			continue
+		}
+		for _, ev := range s.Events() {
+			for _, a := range ev.Attributes {
+				if a.Key == "code.function.name" && strings.HasSuffix(a.Value.AsString(), "probe_test.plant") {
+					return
+				}
+			}
+		}
+		t.Fatalf("leak report without the planted site: %+v", s.Events())
+	}
+	t.Fatal("no gcprobe.leak_report span")
 }
