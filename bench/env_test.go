@@ -39,8 +39,7 @@ var modes = []string{modeRaw, modeDefault, modeFull}
 const scrapeInterval = time.Second
 
 // leakReportInterval is the full mode's leak-report span interval, well
-// below tracing.DefaultLeakReportInterval so that a run of a few seconds
-// pays for several reports.
+// below the default minute so that a run of 10 s pays for two reports.
 const leakReportInterval = 5 * time.Second
 
 // env is what surrounds the workload in one mode: the metrics registry
@@ -52,7 +51,6 @@ type env struct {
 	probe  *probe.Probe
 	recv   *otlpReceiver
 	tp     *sdktrace.TracerProvider
-	tracer *tracingRun // nil unless the full mode starts a reporter itself
 	client *http.Client
 	url    string // the probe's /metrics, full mode
 
@@ -104,11 +102,9 @@ func startEnv(mode string, scrapeEvery time.Duration) (e *env, err error) {
 			probe.WithSamplerOptions(memstats.WithReadMemStatsInterval(memstats.MinReadMemStatsInterval)),
 			probe.WithListenAddr("127.0.0.1:0"),
 			probe.WithTracerProvider(e.tp),
+			probe.WithLeakReportInterval(leakReportInterval),
 		)
 		if err != nil {
-			return e, err
-		}
-		if e.tracer, err = startTracing(e.probe, e.tp); err != nil {
 			return e, err
 		}
 		e.client = &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
@@ -189,9 +185,6 @@ func (e *env) stop() error {
 	close(e.stopScrape)
 	e.scrapeWG.Wait()
 	var errs []error
-	if e.tracer != nil {
-		errs = append(errs, e.tracer.stop())
-	}
 	if e.probe != nil {
 		errs = append(errs, e.probe.Stop())
 	}

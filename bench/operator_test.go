@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -186,7 +187,7 @@ func checkFullMode(t *testing.T, e *env, finLine int) {
 	if !strings.Contains(body, "gcprobe_finalizers_registered_total{") || !strings.Contains(body, want) {
 		t.Errorf("/metrics has no gcprobe_finalizers_registered_total series for %s:\n%.2000s", want, body)
 	}
-	e.tracer.reportNow()
+	e.probe.ReportNow(context.Background())
 	spans, err := e.flushSpans()
 	if err != nil {
 		t.Fatal(err)

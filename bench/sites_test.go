@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,7 +115,8 @@ var rssShapes = []ledgerShape{{false, 10_000}, {true, 10_000}}
 //	go-mapped-MiB   memory the runtime holds from the OS and has not released
 //
 // The deltas between modes are only meaningful between fresh processes,
-// one mode each: bench/run.sh runs them so, with -benchtime=1x.
+// one mode each: bench/run.sh runs them so, with -benchtime=1x. Set
+// GCPROBE_HEAPPROFILE to see where the probe's memory goes.
 func BenchmarkSitesRSS(b *testing.B) {
 	for _, l := range rssShapes {
 		for _, mode := range []string{"none", "probe"} {
@@ -141,6 +144,24 @@ func BenchmarkSitesRSS(b *testing.B) {
 			})
 		}
 	}
+}
+
+// heapProfileEnv names a file to which BenchmarkSitesRSS's probe mode
+// writes a heap profile at the moment it measures, to see where the
+// memory goes: GCPROBE_HEAPPROFILE=/tmp/heap.pprof, then
+// go tool pprof -sample_index=inuse_space.
+const heapProfileEnv = "GCPROBE_HEAPPROFILE"
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // memReading is the process's memory after a full GC that returned freed
@@ -174,6 +195,10 @@ func rssNone(l ledgerShape) (memReading, error) {
 }
 
 func rssProbe(l ledgerShape) (memReading, error) {
+	profile := os.Getenv(heapProfileEnv)
+	if profile != "" {
+		runtime.MemProfileRate = 4096
+	}
 	opts := []finalizerwatch.Option{finalizerwatch.WithMaxSites(2 * l.n), finalizerwatch.WithMaxStacks(2 * l.n)}
 	if l.stacks {
 		opts = append(opts, finalizerwatch.WithFullStacks(true))
@@ -211,6 +236,11 @@ func rssProbe(l ledgerShape) (memReading, error) {
 	}
 
 	m := readMemory()
+	if profile != "" {
+		if err := writeHeapProfile(profile); err != nil {
+			return m, err
+		}
+	}
 	for i, o := range objs {
 		if cs[i] == (finalizerwatch.Cleanup{}) {
 			w.SetFinalizer(o, nil)
