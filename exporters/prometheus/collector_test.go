@@ -248,13 +248,13 @@ func TestUnwatchedSubtractsWatcher(t *testing.T) {
 	}
 }
 
-func TestSamplerDetectors(t *testing.T) {
+func TestWithSampler(t *testing.T) {
 	s, err := memstats.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for name, firing := range SamplerDetectors(s) {
+	for name, firing := range samplerDetectors(s) {
 		if firing {
 			t.Errorf("detector %s fires on a sampler that never sampled", name)
 		}
@@ -262,11 +262,20 @@ func TestSamplerDetectors(t *testing.T) {
 	}
 	want := []string{memstats.DetectorQueueStalled, memstats.DetectorForcedGC, memstats.DetectorMCacheInuse, memstats.DetectorQueueLatency}
 	if !slices.Equal(got, want) {
-		t.Errorf("SamplerDetectors yields %v, want %v", got, want)
+		t.Errorf("samplerDetectors yields %v, want %v", got, want)
 	}
-	// Stopping early is honoured.
-	for range SamplerDetectors(s) {
-		break
+
+	// A sampler that never sampled: every runtime series is there, at zero,
+	// and every detector reads 0.
+	c := newCollector(t, WithWatcher(newWatcher(t)), WithSampler(s))
+	fams := gather(t, c)
+	for _, name := range []string{"gcprobe_finalizer_queue_length", "gcprobe_finalizers_unwatched_total", "gcprobe_gc_pause_seconds", "gcprobe_gc_cpu_fraction"} {
+		if fams[name] == nil {
+			t.Errorf("no %s with WithSampler", name)
+		}
+	}
+	if n := len(fams["gcprobe_detector_firing"].GetMetric()); n != len(want) {
+		t.Errorf("%d detector series, want %d", n, len(want))
 	}
 }
 

@@ -27,30 +27,30 @@ func (c *Collector) collectDetectors(ch chan<- prometheus.Metric) {
 }
 
 // samplerDetectors are the detectors a memstats.Sampler runs.
-var samplerDetectors = [...]string{
+var samplerDetectorNames = [...]string{
 	memstats.DetectorQueueStalled,
 	memstats.DetectorForcedGC,
 	memstats.DetectorMCacheInuse,
 	memstats.DetectorQueueLatency,
 }
 
-// SamplerDetectors adapts s for WithDetectors: it yields each of the
-// sampler's detectors (the memstats.Detector* names), firing when
-// s.Active reports it, then any other detector s.Active reports. A detector turned off with memstats.WithoutDetector
-// reads as not firing.
-func SamplerDetectors(s *memstats.Sampler) iter.Seq2[string, bool] {
+// samplerDetectors adapts s for WithDetectors: it yields each of the
+// sampler's detectors (the memstats.Detector* names), firing when s.Active
+// reports it, then any other detector s.Active reports (one memstats gained
+// after this list was written). A detector turned off with
+// memstats.WithoutDetector reads as not firing.
+func samplerDetectors(s *memstats.Sampler) iter.Seq2[string, bool] {
 	return func(yield func(string, bool) bool) {
-		var buf [len(samplerDetectors)]memstats.Event
+		var buf [len(samplerDetectorNames)]memstats.Event
 		active := s.Active(buf[:0])
-		for _, name := range samplerDetectors {
+		for _, name := range samplerDetectorNames {
 			firing := slices.ContainsFunc(active, func(e memstats.Event) bool { return e.Detector == name && e.Firing })
 			if !yield(name, firing) {
 				return
 			}
 		}
-		// A detector memstats gained after this list was written.
 		for _, e := range active {
-			if !slices.Contains(samplerDetectors[:], e.Detector) && !yield(e.Detector, e.Firing) {
+			if !slices.Contains(samplerDetectorNames[:], e.Detector) && !yield(e.Detector, e.Firing) {
 				return
 			}
 		}

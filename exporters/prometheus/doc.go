@@ -4,8 +4,7 @@
 //
 //	c, err := promexporter.New(
 //		promexporter.WithWatcher(finalizerwatch.Default),
-//		promexporter.WithSnapshotFunc(sampler.Snapshot),
-//		promexporter.WithDetectors(promexporter.SamplerDetectors(sampler)),
+//		promexporter.WithSampler(sampler), // a started *memstats.Sampler
 //	)
 //	if err != nil {
 //		return err
@@ -47,7 +46,8 @@
 // The first six come from the watcher's ledger and are always exported, as
 // are the last three. The queue, pause, forced-cycle and CPU series, and
 // the unwatched counters, need WithSnapshotFunc; gcprobe_detector_firing
-// needs WithDetectors. Describe lists every series either way.
+// needs WithDetectors; WithSampler sets both. Describe lists every series
+// either way.
 //
 // # Bounded cardinality
 //

@@ -83,8 +83,8 @@ func WithTopK(k int) Option {
 // collector ranges over detectors, which yields every detector it knows by
 // name with whether it is firing now. Yield a detector that is not firing
 // too, so that its series reads 0 rather than going absent; a name yielded
-// twice is exported once, with its first state. SamplerDetectors adapts a
-// memstats.Sampler. Without it, or with nil, the series is omitted.
+// twice is exported once, with its first state. WithSampler sets the
+// detectors of a memstats.Sampler. Without it, or with nil, the series is omitted.
 func WithDetectors(detectors iter.Seq2[string, bool]) Option {
 	return func(c *config) error {
 		c.detectors = detectors
@@ -92,10 +92,35 @@ func WithDetectors(detectors iter.Seq2[string, bool]) Option {
 	}
 }
 
+// WithSampler takes the runtime-level series from s: it is
+// WithSnapshotFunc(s.Snapshot), WithDetectors of the sampler's detectors
+// (each memstats.Detector* name, firing when s.Active reports it, then any
+// other detector s.Active reports), and WithOwnCallbacksFunc of
+// s.SentinelRuns, so that the sampler's sentinels do not count as
+// unwatched. s must not be nil; the collector does not start or stop it.
+func WithSampler(s *memstats.Sampler) Option {
+	return func(c *config) error {
+		if s == nil {
+			return errors.New("promexporter: WithSampler: nil Sampler")
+		}
+		c.snapshot = s.Snapshot
+		c.detectors = samplerDetectors(s)
+		c.own = func(k finalizerwatch.Kind) uint64 {
+			fin, cln := s.SentinelRuns()
+			if k == finalizerwatch.KindCleanup {
+				return cln
+			}
+			return fin
+		}
+		return nil
+	}
+}
+
 // WithOwnCallbacksFunc tells the collector how many finalizers (kind
 // finalizerwatch.KindFinalizer) and cleanups (KindCleanup) the runtime has
 // run on behalf of the probe itself outside the watcher, such as a
-// memstats.Sampler's GC-cycle sentinels, so that
+// memstats.Sampler's GC-cycle sentinels (WithSampler sets this from
+// Sampler.SentinelRuns), so that
 // gcprobe_finalizers_unwatched_total does not count them. The watcher's own
 // sentinels are subtracted without it. fn must return a count that never
 // decreases; it is called once per kind and Collect.

@@ -1,0 +1,198 @@
+package promexporter
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// simLedger is a synthetic ledger that evolves as a real one can: counters
+// only grow, and scores move freely, so that sites keep entering and
+// leaving the top K.
+type simLedger struct {
+	rng   *rand.Rand
+	sites []finalizerwatch.SiteStats
+	sumNs []int64
+}
+
+func newSimLedger(seed uint64, perKind int) *simLedger {
+	l := &simLedger{rng: rand.New(rand.NewPCG(seed, seed))}
+	bounds := finalizerwatch.DurationBounds()
+	for _, kind := range finalizerwatch.Kinds {
+		for i := range perKind {
+			l.sites = append(l.sites, finalizerwatch.SiteStats{
+				Kind:     kind,
+				Site:     stackcapture.Frame{Function: fmt.Sprintf("example.com/app.f%d", i), File: "/src/app/f.go", Line: 10 + i},
+				Duration: finalizerwatch.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)},
+			})
+			l.sumNs = append(l.sumNs, 0)
+		}
+	}
+	return l
+}
+
+// step grows some counters and reshuffles the scores.
+func (l *simLedger) step() {
+	for i := range l.sites {
+		s := &l.sites[i]
+		if l.rng.IntN(3) == 0 {
+			continue
+		}
+		reg := l.rng.Uint64N(10)
+		s.Registered += reg
+		s.Outstanding += reg
+		done := l.rng.Uint64N(s.Outstanding + 1)
+		cleared := done / 4
+		s.Outstanding -= done
+		s.Cleared += cleared
+		s.Executed += done - cleared
+		for range done - cleared {
+			s.Duration.Counts[l.rng.IntN(len(s.Duration.Counts))]++
+			s.Duration.Count++
+			l.sumNs[i] += l.rng.Int64N(int64(time.Millisecond))
+		}
+		s.Duration.Sum = time.Duration(l.sumNs[i]).Seconds()
+		s.Suspect = l.rng.Uint64N(s.Outstanding + 1)
+		s.Score = float64(l.rng.IntN(4)) * float64(s.Suspect)
+	}
+}
+
+// snapshot returns the ledger as Sites would: fresh copies (the collector
+// must not keep them) in no particular order.
+func (l *simLedger) snapshot() []finalizerwatch.SiteStats {
+	out := make([]finalizerwatch.SiteStats, len(l.sites))
+	for i, s := range l.sites {
+		s.Duration.Counts = append([]uint64(nil), s.Duration.Counts...)
+		out[i] = s
+	}
+	l.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// counterValues extracts, per kind and site, every monotonic value the
+// collector exports for the site: the three counters, the duration count,
+// sum and cumulative buckets.
+func counterValues(fams map[string]*dto.MetricFamily) map[[2]string][]float64 {
+	out := map[[2]string][]float64{}
+	add := func(m *dto.Metric, v ...float64) {
+		l := labels(m)
+		key := [2]string{l[labelKind], l[labelSite]}
+		out[key] = append(out[key], v...)
+	}
+	// Families in a fixed order, so that the vectors line up.
+	for _, name := range []string{"gcprobe_finalizers_registered_total", "gcprobe_finalizers_executed_total", "gcprobe_finalizers_cleared_total"} {
+		for _, m := range fams[name].GetMetric() {
+			add(m, m.GetCounter().GetValue())
+		}
+	}
+	for _, m := range fams["gcprobe_finalizer_duration_seconds"].GetMetric() {
+		h := m.GetHistogram()
+		add(m, float64(h.GetSampleCount()), h.GetSampleSum())
+		for _, b := range h.GetBucket() {
+			add(m, float64(b.GetCumulativeCount()))
+		}
+	}
+	return out
+}
+
+// TestOtherIsMonotonic drives a collector with a ledger whose top K keeps
+// changing, and checks at every Collect that the "other" counters never go
+// down and that the increments of all exported series add up to the
+// increments of the ledger's totals (so sum(rate(...)) is exact).
+func TestOtherIsMonotonic(t *testing.T) {
+	const perKind, k, steps = 20, 3, 200
+	l := newSimLedger(5, perKind)
+	l.step()
+	c := newCollector(t, WithWatcher(newWatcher(t)), WithTopK(k))
+	c.sites = l.snapshot
+
+	totals := func() map[string][]float64 {
+		out := map[string][]float64{}
+		for _, s := range l.sites {
+			v := []float64{float64(s.Registered), float64(s.Executed), float64(s.Cleared), float64(s.Duration.Count), s.Duration.Sum}
+			var cum uint64
+			for _, n := range s.Duration.Counts[:len(s.Duration.Counts)-1] {
+				cum += n
+				v = append(v, float64(cum))
+			}
+			if prev := out[s.Kind.String()]; prev != nil {
+				for i := range v {
+					v[i] += prev[i]
+				}
+			}
+			out[s.Kind.String()] = v
+		}
+		return out
+	}
+
+	prev := counterValues(gather(t, c))
+	prevTotals := totals()
+	// At the first Collect, the series add up to the totals exactly.
+	for kind, tot := range prevTotals {
+		sum := make([]float64, len(tot))
+		for key, v := range prev {
+			if key[0] == kind {
+				for i := range v {
+					sum[i] += v[i]
+				}
+			}
+		}
+		for i := range tot {
+			if math.Abs(sum[i]-tot[i]) > 1e-6 {
+				t.Fatalf("first Collect, %s value %d: series sum to %v, total is %v", kind, i, sum[i], tot[i])
+			}
+		}
+	}
+
+	changes := 0
+	for step := range steps {
+		l.step()
+		cur := counterValues(gather(t, c))
+		curTotals := totals()
+		for kind := range curTotals {
+			n, other := 0, [2]string{kind, otherSite}
+			// Δother + Σ over the sites in the top K at both Collects of
+			// their Δ must equal Δtotal.
+			delta := make([]float64, len(curTotals[kind]))
+			for i := range delta {
+				delta[i] = cur[other][i] - prev[other][i]
+				if delta[i] < 0 {
+					t.Fatalf("step %d, %s: other value %d went down from %v to %v", step, kind, i, prev[other][i], cur[other][i])
+				}
+			}
+			for key, v := range cur {
+				if key[0] != kind || key[1] == otherSite {
+					continue
+				}
+				n++
+				p, stayed := prev[key]
+				if !stayed {
+					changes++
+					continue
+				}
+				for i := range v {
+					delta[i] += v[i] - p[i]
+				}
+			}
+			if n != k {
+				t.Fatalf("step %d, %s: %d site series, want %d", step, kind, n, k)
+			}
+			for i := range delta {
+				want := curTotals[kind][i] - prevTotals[kind][i]
+				if math.Abs(delta[i]-want) > 1e-6 {
+					t.Fatalf("step %d, %s value %d: series grew by %v, the total by %v", step, kind, i, delta[i], want)
+				}
+			}
+		}
+		prev, prevTotals = cur, curTotals
+	}
+	if changes < steps/4 {
+		t.Fatalf("only %d changes of the top K in %d steps: the test does not exercise them", changes, steps)
+	}
+}

@@ -1,0 +1,171 @@
+package promexporter
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+func sign(x int) int {
+	switch {
+	case x < 0:
+		return -1
+	case x > 0:
+		return 1
+	}
+	return 0
+}
+
+func TestCompareSiteName(t *testing.T) {
+	f := func(fn, file string, line int) stackcapture.Frame {
+		return stackcapture.Frame{Function: fn, File: file, Line: line}
+	}
+	tests := []struct {
+		name string
+		a, b stackcapture.Frame
+	}{
+		{"equal", f("a.f", "/x.go", 1), f("a.f", "/x.go", 1)},
+		{"function", f("a.f", "/x.go", 1), f("a.g", "/x.go", 1)},
+		{"function prefix", f("a.f", "/x.go", 1), f("a.ff", "/x.go", 1)},
+		{"file", f("a.f", "/x.go", 1), f("a.f", "/y.go", 1)},
+		{"file prefix", f("a.f", "/x.go", 1), f("a.f", "/x.gox", 1)},
+		{"lines compare as text", f("a.f", "/x.go", 9), f("a.f", "/x.go", 10)},
+		{"line prefix", f("a.f", "/x.go", 1), f("a.f", "/x.go", 12)},
+		{"unknown", f("", "", 0), f("a.f", "/x.go", 1)},
+		{"both unknown", f("", "", 0), f("", "", 0)},
+		{"space in function", f("a b", "/x.go", 1), f("a", "b /x.go", 1)},
+		{"colon in file", f("a.f", "C:", 1), f("a.f", "C", 1)},
+		{"separator tie", f("a", "b:1 /x.go", 2), f("a", "b", 1)},
+		{"bytes below space", f("a.f", "/x.go", 1), f("a.f\t", "/x.go", 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := strings.Compare(tt.a.String(), tt.b.String())
+			if got := sign(compareSiteName(tt.a, tt.b)); got != want {
+				t.Errorf("compareSiteName(%q, %q) = %d, want %d", tt.a, tt.b, got, want)
+			}
+			if got := sign(compareSiteName(tt.b, tt.a)); got != -want {
+				t.Errorf("compareSiteName(%q, %q) = %d, want %d", tt.b, tt.a, got, -want)
+			}
+		})
+	}
+
+	// Random names over an alphabet rich in separators and digits.
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func() string {
+		const alphabet = "ab :1/"
+		b := make([]byte, rng.IntN(4))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	for range 20000 {
+		a := f(word(), word(), rng.IntN(30))
+		b := f(word(), word(), rng.IntN(30))
+		if got, want := sign(compareSiteName(a, b)), strings.Compare(a.String(), b.String()); got != want {
+			t.Fatalf("compareSiteName(%q, %q) = %d, want %d", a, b, got, want)
+		}
+	}
+}
+
+func TestCompareSiteNameAllocs(t *testing.T) {
+	a := stackcapture.Frame{Function: "example.com/app.(*Server).open", File: "/src/app/server.go", Line: 120}
+	b := a
+	b.Line = 121
+	if n := testing.AllocsPerRun(100, func() { compareSiteName(a, b) }); n != 0 {
+		t.Errorf("compareSiteName allocates %v times", n)
+	}
+}
+
+// synthSites returns n synthetic sites, distinct per kind, with scores,
+// suspects and counts drawn from small ranges so that ties are common.
+func synthSites(rng *rand.Rand, n int) []finalizerwatch.SiteStats {
+	bounds := finalizerwatch.DurationBounds()
+	out := make([]finalizerwatch.SiteStats, n)
+	for i := range out {
+		s := &out[i]
+		s.Kind = finalizerwatch.Kinds[rng.IntN(len(finalizerwatch.Kinds))]
+		s.Site = stackcapture.Frame{
+			Function: fmt.Sprintf("example.com/app.f%d", rng.IntN(n/4+1)),
+			File:     fmt.Sprintf("/src/app/f%d.go", rng.IntN(3)),
+			Line:     i + 1, // distinct
+		}
+		s.Stack = []stackcapture.Frame{s.Site}
+		s.Registered = rng.Uint64N(20)
+		s.Outstanding = rng.Uint64N(s.Registered + 1)
+		s.Suspect = rng.Uint64N(s.Outstanding + 1)
+		s.Score = float64(rng.IntN(3)) * float64(s.Suspect)
+		s.Executed = s.Registered - s.Outstanding
+		s.Duration = finalizerwatch.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+		s.Duration.Counts[rng.IntN(len(s.Duration.Counts))] = s.Executed
+		s.Duration.Count = s.Executed
+		s.Duration.Sum = (time.Duration(s.Executed) * time.Microsecond).Seconds()
+	}
+	return out
+}
+
+func TestSelectTopSynthetic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	sites := synthSites(rng, 10000)
+	// The reference: every site of a kind sorted, as Top sorts them.
+	var sorted [numKinds][]int
+	for i := range sites {
+		sorted[sites[i].Kind] = append(sorted[sites[i].Kind], i)
+	}
+	for k := range sorted {
+		slices.SortFunc(sorted[k], func(i, j int) int { return rankCompare(&sites[i], &sites[j]) })
+	}
+	var top [numKinds][]int
+	for _, n := range []int{1, 2, 10, 100, 4999, 10000, 20000} {
+		selectTop(sites, n, &top)
+		for k := range top {
+			want := sorted[k][:min(n, len(sorted[k]))]
+			if !slices.Equal(top[k], want) {
+				t.Fatalf("K=%d, kind %v: selectTop = %v..., want %v...", n, finalizerwatch.Kind(k), top[k][:min(5, len(top[k]))], want[:min(5, len(want))])
+			}
+			if len(top[k]) > n {
+				t.Fatalf("K=%d: %d sites selected", n, len(top[k]))
+			}
+		}
+	}
+	// Selecting again reuses the slices: no allocation.
+	if a := testing.AllocsPerRun(5, func() { selectTop(sites, 10, &top) }); a != 0 {
+		t.Errorf("selectTop allocates %v times once its slices are grown", a)
+	}
+}
+
+func TestRankCompareOrder(t *testing.T) {
+	base := finalizerwatch.SiteStats{Site: stackcapture.Frame{Function: "a.f", File: "/a.go", Line: 1}}
+	better := func(mod func(*finalizerwatch.SiteStats)) finalizerwatch.SiteStats {
+		s := base
+		mod(&s)
+		return s
+	}
+	tests := []struct {
+		name string
+		give finalizerwatch.SiteStats // ranks before base
+	}{
+		{"score", better(func(s *finalizerwatch.SiteStats) { s.Score = 1; s.Suspect = 0 })},
+		{"suspect", better(func(s *finalizerwatch.SiteStats) { s.Suspect = 1 })},
+		{"outstanding", better(func(s *finalizerwatch.SiteStats) { s.Outstanding = 1 })},
+		{"registered", better(func(s *finalizerwatch.SiteStats) { s.Registered = 1 })},
+		{"name", better(func(s *finalizerwatch.SiteStats) { s.Site.Function = "a.e" })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if c := rankCompare(&tt.give, &base); c >= 0 {
+				t.Errorf("rankCompare(better, base) = %d, want < 0", c)
+			}
+			if c := rankCompare(&base, &tt.give); c <= 0 {
+				t.Errorf("rankCompare(base, better) = %d, want > 0", c)
+			}
+		})
+	}
+}
