@@ -98,7 +98,62 @@ gcprobe_testenv_prometheus() {
 # shared/RECIPES.md) into "$GCPROBE_CACHE/otelcol-<version>/", reuse an
 # existing build, and export GCPROBE_OTELCOL with its path.
 gcprobe_testenv_otelcol() {
-	return 0
+	# Builds a collector with the OTLP receiver, the debug exporter and the
+	# contrib file exporter using the collector builder (nothing serves a
+	# prebuilt collector here, and contrib releases after v0.161.0 do not
+	# build), into "$GCPROBE_CACHE/otelcol-v0.161.0/". A finished build is
+	# reused; a cold one takes a few minutes. The end-to-end tests of
+	# tracing and exporters/otlp read GCPROBE_OTELCOL and skip without it.
+	local version=0.161.0
+	local dir="$GCPROBE_CACHE/otelcol-v$version"
+	local bin="$dir/otelcol-gcprobe"
+	if [ ! -x "$bin" ]; then
+		gcprobe_testenv_log "building the OpenTelemetry Collector v$version into $dir (a few minutes)"
+		if ! command -v go >/dev/null 2>&1; then
+			gcprobe_testenv_log "go not on PATH: cannot build the collector"
+			return 1
+		fi
+		if ! mkdir -p "$dir/build"; then
+			gcprobe_testenv_log "cannot create $dir"
+			return 1
+		fi
+		# The builder is a Go program of its own; it lives beside its
+		# output so that one version never builds with another's builder.
+		if [ ! -x "$dir/builder" ] &&
+			! GOBIN="$dir" go install "go.opentelemetry.io/collector/cmd/builder@v$version"; then
+			gcprobe_testenv_log "go install of the collector builder v$version failed"
+			return 1
+		fi
+		if ! cat >"$dir/manifest.yaml" <<EOF_MANIFEST
+dist:
+  name: otelcol-gcprobe
+  description: OpenTelemetry Collector for gcprobe's end-to-end tests
+  version: $version
+  output_path: $dir/build
+receivers:
+  - gomod: go.opentelemetry.io/collector/receiver/otlpreceiver v$version
+exporters:
+  - gomod: go.opentelemetry.io/collector/exporter/debugexporter v$version
+  - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v$version
+EOF_MANIFEST
+		then
+			gcprobe_testenv_log "cannot write $dir/manifest.yaml"
+			return 1
+		fi
+		if ! "$dir/builder" --config="$dir/manifest.yaml"; then
+			gcprobe_testenv_log "the collector builder failed; see its output above"
+			return 1
+		fi
+		# Copy then rename, so that a build interrupted half-way never
+		# leaves a truncated binary that the check above would reuse.
+		if ! cp "$dir/build/otelcol-gcprobe" "$bin.tmp" || ! mv "$bin.tmp" "$bin"; then
+			gcprobe_testenv_log "cannot install the built collector at $bin"
+			return 1
+		fi
+	fi
+	GCPROBE_OTELCOL=$bin
+	export GCPROBE_OTELCOL
+	gcprobe_testenv_log "GCPROBE_OTELCOL=$bin ($(gcprobe_testenv_first_line "$bin" --version))"
 }
 
 # gcprobe_testenv_envtest is the place for the envtest control plane.
