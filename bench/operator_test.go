@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,13 +11,18 @@ import (
 	"github.com/gcprobe/probe/finalizerwatch"
 )
 
+// workers is the number of reconcile workers of BenchmarkOperator, as
+// controller-runtime's MaxConcurrentReconciles: go test -bench Operator
+// ./bench -workers 8, or WORKERS=8 bench/run.sh.
+var workers = flag.Int("workers", defaultWorkers, "reconcile workers (MaxConcurrentReconciles) of BenchmarkOperator")
+
 // drainTimeout bounds the wait for the finalizers and cleanups of a run to
 // have run; it is a failure, never a measurement.
 const drainTimeout = time.Minute
 
 // BenchmarkOperator runs the operator-like workload (see workload_test.go)
 // for b.N reconciles in each mode. Besides ns/op (wall time per reconcile
-// with defaultWorkers in parallel) it reports:
+// with -workers in parallel) it reports:
 //
 //	reconciles/s      throughput
 //	p50-ns, p99-ns    reconcile latency quantiles (within 0.8 %)
@@ -47,7 +53,10 @@ func benchmarkOperator(b *testing.B, mode string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	wl := newWorkload(registrarFor(mode), defaultWorkers)
+	if *workers < 1 {
+		b.Fatalf("-workers %d: must be at least 1", *workers)
+	}
+	wl := newWorkload(registrarFor(mode), *workers)
 	if err := wl.drain(drainTimeout); err != nil { // what earlier runs left
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@
 #   MICRO_BENCHTIME      -benchtime of the micro benchmarks (default 1s)
 #   OPERATOR_RECONCILES  reconciles per operator run (default 30000, about
 #                        10 s per run on an idle 2-core machine)
+#   WORKERS              reconcile workers of the operator workload (default 4)
 #   ONLY                 run one suite: micro, operator or sites
 #   OUT                  directory for the raw results (default: a new
 #                        temporary directory, printed at the end)
@@ -24,6 +25,7 @@ root=$(pwd)
 COUNT=${COUNT:-6}
 MICRO_BENCHTIME=${MICRO_BENCHTIME:-1s}
 OPERATOR_RECONCILES=${OPERATOR_RECONCILES:-30000}
+WORKERS=${WORKERS:-4}
 ONLY=${ONLY:-}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gcprobe-bench.XXXXXX")}
 mkdir -p "$OUT"
@@ -45,7 +47,7 @@ start=$(date +%s)
   echo "cpus:     $(getconf _NPROCESSORS_ONLN 2>/dev/null || echo '?')  $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')"
   echo "load:     $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime) (at start)"
   echo "commit:   $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-  echo "settings: COUNT=$COUNT MICRO_BENCHTIME=$MICRO_BENCHTIME OPERATOR_RECONCILES=$OPERATOR_RECONCILES"
+  echo "settings: COUNT=$COUNT MICRO_BENCHTIME=$MICRO_BENCHTIME OPERATOR_RECONCILES=$OPERATOR_RECONCILES WORKERS=$WORKERS"
 } | tee "$OUT/machine.txt"
 
 # One test binary for every suite, with the 10 000 generated registration
@@ -88,7 +90,7 @@ if want operator; then
   for ((r = 0; r < COUNT; r++)); do
     for ((i = 0; i < 3; i++)); do
       m=${modes[$(((r + i) % 3))]}
-      run_bench "$OUT/operator.txt" -test.bench="^BenchmarkOperator\$/^mode=$m\$" -test.benchtime="${OPERATOR_RECONCILES}x"
+      run_bench "$OUT/operator.txt" -test.bench="^BenchmarkOperator\$/^mode=$m\$" -test.benchtime="${OPERATOR_RECONCILES}x" -workers="$WORKERS"
     done
   done
 fi
