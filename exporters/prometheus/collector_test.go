@@ -17,6 +17,7 @@ import (
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -123,17 +124,21 @@ func TestCollectSitesGolden(t *testing.T) {
 	}
 	// Twice: a second Collect with nothing new must not move "other".
 	for range 2 {
-		if err := collectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// The comparison does compare: one wrong value fails it.
+	wrong := strings.Replace(want, `site="other"} 100`, `site="other"} 101`, 1)
+	if wrong == want {
+		t.Fatal("the golden file changed: no value to alter")
+	}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(wrong), names...); err == nil {
+		t.Fatal("CollectAndCompare accepts a wrong value")
+	}
 	// Without WithSnapshotFunc and WithDetectors, none of their series.
 	for _, name := range []string{"gcprobe_finalizer_queue_length", "gcprobe_gc_pause_seconds", "gcprobe_detector_firing", "gcprobe_finalizers_unwatched_total"} {
-		n, err := countSeries(c, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n != 0 {
+		if n := testutil.CollectAndCount(c, name); n != 0 {
 			t.Errorf("%s: %d series without a snapshot func or detectors, want 0", name, n)
 		}
 	}
@@ -206,7 +211,7 @@ func TestCollectRuntimeGolden(t *testing.T) {
 		"gcprobe_gc_cpu_fraction",
 		"gcprobe_detector_firing",
 	}
-	if err := collectAndCompare(c, strings.NewReader(want), names...); err != nil {
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Fatal(err)
 	}
 }
