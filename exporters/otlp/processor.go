@@ -44,7 +44,10 @@ type batcher struct {
 
 	dropped, exported, failed atomic.Uint64
 
-	failing bool // owned by the loop: whether the latest export failed
+	// Owned by the loop until done is closed.
+	failing bool  // whether the latest export failed
+	lastErr error // the latest export's error
+	stopErr error // what Shutdown reports of the final drain
 }
 
 // batchConfig bounds a batcher.
@@ -119,7 +122,9 @@ func (b *batcher) run() {
 			// would only make Shutdown wait export timeout after
 			// export timeout. What is left is abandoned.
 			batch = b.drain(batch, -1)
-			b.abandon(batch)
+			if n := b.abandon(batch); n > 0 && b.lastErr != nil {
+				b.stopErr = fmt.Errorf("otlpexporter: shutdown: %d spans abandoned after a failed export: %w", n, b.lastErr)
+			}
 			return
 		}
 	}
@@ -151,8 +156,9 @@ func (b *batcher) drain(batch []sdktrace.ReadOnlySpan, n int) []sdktrace.ReadOnl
 	}
 }
 
-// abandon counts batch and whatever is still queued as dropped.
-func (b *batcher) abandon(batch []sdktrace.ReadOnlySpan) {
+// abandon counts batch and whatever is still queued as dropped, and
+// returns how many that was.
+func (b *batcher) abandon(batch []sdktrace.ReadOnlySpan) uint64 {
 	n := uint64(len(batch))
 	clear(batch)
 	for {
@@ -161,7 +167,7 @@ func (b *batcher) abandon(batch []sdktrace.ReadOnlySpan) {
 			n++
 		default:
 			b.dropped.Add(n)
-			return
+			return n
 		}
 	}
 }
@@ -182,6 +188,7 @@ func (b *batcher) export(batch []sdktrace.ReadOnlySpan) ([]sdktrace.ReadOnlySpan
 	ctx, cancel := context.WithTimeout(b.abortCtx, b.cfg.exportTimeout)
 	err := b.exp.ExportSpans(ctx, batch)
 	cancel()
+	b.lastErr = err
 	// The exporter is done with the spans: drop the references so the
 	// batch's array does not keep them alive.
 	clear(batch)
@@ -268,6 +275,9 @@ func (b *batcher) Shutdown(ctx context.Context) error {
 	// rest as dropped without exporting it, so this wait is short.
 	b.abort()
 	<-b.done
+	if err == nil {
+		err = b.stopErr
+	}
 	if e := b.exp.Shutdown(ctx); e != nil && err == nil {
 		err = e
 	}

@@ -2,7 +2,12 @@ package otlpexporter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -25,27 +30,30 @@ type Provider struct {
 // is used while creating the exporter only. The Provider starts one
 // goroutine; Shutdown ends it.
 func NewTracerProvider(ctx context.Context, opts ...Option) (*Provider, error) {
-	protocol, err := protocolFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	cfg := config{protocol: protocol, batch: batchFromEnv()}
+	cfg := config{batch: batchFromEnv()}
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
 	cfg.batch.maxBatch = min(cfg.batch.maxBatch, cfg.batch.maxQueue)
 
-	res, err := buildResource(cfg.resource)
+	res, err := buildResource(ctx, cfg.resource)
 	if err != nil {
 		return nil, err
 	}
 	exp := cfg.exporter
-	if exp == nil {
+	if exp != nil {
+		cfg.protocol = ""
+	} else {
+		// The environment is read only when no option chose: a bad
+		// variable does not fail a program that does not use it.
+		if cfg.protocol == "" {
+			if cfg.protocol, err = protocolFromEnv(); err != nil {
+				return nil, err
+			}
+		}
 		if exp, err = newExporter(ctx, &cfg); err != nil {
 			return nil, err
 		}
-	} else {
-		cfg.protocol = ""
 	}
 	b := newBatcher(exp, cfg.batch, cfg.logger)
 	tpOpts := append(cfg.tpOpts[:len(cfg.tpOpts):len(cfg.tpOpts)],
@@ -84,22 +92,27 @@ func newExporter(ctx context.Context, cfg *config) (sdktrace.SpanExporter, error
 	return exp, nil
 }
 
-// buildResource is the SDK's default resource (service.name from
-// OTEL_SERVICE_NAME or "unknown_service:<program>", telemetry.sdk.*,
-// OTEL_RESOURCE_ATTRIBUTES) with extra's attributes, under the environment
-// again so that it wins.
-func buildResource(extra *resource.Resource) (*resource.Resource, error) {
-	res := resource.Default()
-	if extra == nil {
-		return res, nil
-	}
-	res, err := resource.Merge(res, extra)
-	if err != nil {
-		return nil, fmt.Errorf("otlpexporter: WithResource: %w", err)
-	}
-	res, err = resource.Merge(res, resource.Environment())
-	if err != nil {
+// buildResource describes the process: service.name from
+// OTEL_SERVICE_NAME (or "unknown_service:<program>", as the SDK's default
+// resource has it), the telemetry.sdk.* attributes, OTEL_RESOURCE_ATTRIBUTES,
+// and extra's attributes under the environment's, so that the environment
+// wins. The environment is read on every call; resource.Default reads it
+// once per process.
+func buildResource(ctx context.Context, extra *resource.Resource) (*resource.Resource, error) {
+	fromEnv, err := resource.New(ctx, resource.WithTelemetrySDK(), resource.WithFromEnv())
+	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
+		// A partial resource (an OTEL_RESOURCE_ATTRIBUTES entry that
+		// does not parse) is used as it is, as the SDK does.
 		return nil, fmt.Errorf("otlpexporter: resource from the environment: %w", err)
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", "unknown_service:"+filepath.Base(os.Args[0])))
+	if extra != nil {
+		if res, err = resource.Merge(res, extra); err != nil {
+			return nil, fmt.Errorf("otlpexporter: WithResource: %w", err)
+		}
+	}
+	if res, err = resource.Merge(res, fromEnv); err != nil {
+		return nil, fmt.Errorf("otlpexporter: WithResource: %w", err)
 	}
 	return res, nil
 }
