@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"iter"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,10 +69,8 @@ func New(opts ...Option) (*Probe, error) {
 	}
 	inner, err := promexporter.New(
 		promexporter.WithWatcher(cfg.watcher),
-		promexporter.WithSnapshotFunc(sampler.Snapshot),
+		promexporter.WithSampler(sampler),
 		promexporter.WithTopK(cfg.topK),
-		promexporter.WithDetectors(detectorStates(sampler)),
-		promexporter.WithOwnCallbacksFunc(p.ownCallbacks),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
@@ -237,33 +233,6 @@ func (p *Probe) Addr() net.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.addr
-}
-
-// detectorStates yields every detector of s with whether it fires now, for
-// gcprobe_detector_firing.
-func detectorStates(s *memstats.Sampler) iter.Seq2[string, bool] {
-	names := [...]string{memstats.DetectorQueueStalled, memstats.DetectorForcedGC, memstats.DetectorMCacheInuse, memstats.DetectorQueueLatency}
-	return func(yield func(string, bool) bool) {
-		var buf [8]memstats.Event
-		active := s.Active(buf[:0])
-		for _, n := range names {
-			firing := slices.ContainsFunc(active, func(e memstats.Event) bool { return e.Detector == n })
-			if !yield(n, firing) {
-				return
-			}
-		}
-	}
-}
-
-// ownCallbacks is the number of the probe's own sentinel callbacks that the
-// runtime counts as executed: the sampler's. (The watcher's are subtracted
-// by the collector.)
-func (p *Probe) ownCallbacks(k finalizerwatch.Kind) uint64 {
-	f, c := p.sampler.SentinelRuns()
-	if k == finalizerwatch.KindFinalizer {
-		return f
-	}
-	return c
 }
 
 // goSafe runs fn in a goroutine that Stop waits for. A panic in it is
