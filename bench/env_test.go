@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/gcprobe/probe"
+	otlpexporter "github.com/gcprobe/probe/exporters/otlp"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -50,7 +50,7 @@ type env struct {
 	reg    *prometheus.Registry
 	probe  *probe.Probe
 	recv   *otlpReceiver
-	tp     *sdktrace.TracerProvider
+	tp     *otlpexporter.Provider
 	client *http.Client
 	url    string // the probe's /metrics, full mode
 
@@ -89,12 +89,14 @@ func startEnv(mode string, scrapeEvery time.Duration) (e *env, err error) {
 		if e.recv, err = startOTLPReceiver(); err != nil {
 			return e, err
 		}
-		exp, err := otlptracegrpc.New(context.Background(),
-			otlptracegrpc.WithEndpoint(e.recv.Addr()), otlptracegrpc.WithInsecure())
+		// The provider gcprobe builds from the OTEL_* environment, told
+		// where the receiver is (options win over the environment).
+		e.tp, err = otlpexporter.NewTracerProvider(context.Background(),
+			otlpexporter.WithProtocol(otlpexporter.ProtocolGRPC),
+			otlpexporter.WithGRPCOptions(otlptracegrpc.WithEndpoint(e.recv.Addr()), otlptracegrpc.WithInsecure()))
 		if err != nil {
 			return e, err
 		}
-		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
 		e.probe, err = probe.Start(
 			probe.WithRegisterer(e.reg),
 			probe.WithFullStacks(true),
