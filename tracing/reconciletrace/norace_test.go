@@ -1,0 +1,5 @@
+//go:build !race
+
+package reconciletrace
+
+const raceEnabled = false
