@@ -34,7 +34,6 @@ type Collector struct {
 	members   []*member
 	total     [numKinds][]uint64 // per kind, the counters summed over every site
 	otherVec  []uint64           // the counters to export under "other"
-	vec       []uint64           // scratch
 	seen      []string           // detector names exported by this Collect
 	sn        memstats.Snapshot
 }
@@ -63,7 +62,6 @@ func New(opts ...Option) (*Collector, error) {
 		c.total[k] = make([]uint64, n)
 	}
 	c.otherVec = make([]uint64, n)
-	c.vec = make([]uint64, n)
 	return c, nil
 }
 
@@ -94,8 +92,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	sites := c.sites()
 	var executed [numKinds]uint64
-	c.collectSites(ch, sites, &executed)
-	c.collectSelf(ch, sites)
+	var tracked [numKinds]int
+	c.collectSites(ch, sites, &executed, &tracked)
+	c.collectSelf(ch, &tracked)
 	if sn != nil {
 		c.collectRuntime(ch, sn, &executed)
 	}
@@ -105,26 +104,33 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // collectSites sends the per-site series, and sets executed to the
-// watcher's executed count of each kind.
-func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerwatch.SiteStats, executed *[numKinds]uint64) {
-	selectTop(sites, c.cfg.topK, &c.top)
+// watcher's executed count of each kind and tracked to its number of sites
+// of each kind (the overflow entry left out).
+func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerwatch.SiteStats, executed *[numKinds]uint64, tracked *[numKinds]int) {
 	var count [numKinds]int
 	var outstanding, suspect [numKinds]uint64
 	for k := range c.total {
 		clear(c.total[k])
 	}
+	// One pass over the ledger, which is large and read once: the ranking
+	// and every sum together.
+	resetTop(&c.top)
 	for i := range sites {
 		s := &sites[i]
 		k := int(s.Kind)
 		if k >= numKinds {
 			continue
 		}
+		offerTop(sites, i, c.cfg.topK, &c.top)
 		count[k]++
+		if !isOverflowSite(s) {
+			tracked[k]++
+		}
 		outstanding[k] += s.Outstanding
 		suspect[k] += s.Suspect
-		fillVec(c.vec, s)
-		addVec(c.total[k], c.vec)
+		addSite(c.total[k], s)
 	}
+	finishTop(sites, &c.top)
 	for k, kind := range finalizerwatch.Kinds {
 		executed[k] = c.total[k][vExecuted]
 		c.members = c.other[k].update(sites, c.top[k], c.total[k], c.otherVec, c.members)
@@ -175,17 +181,11 @@ func cumulative(bounds []float64, counts []uint64) map[float64]uint64 {
 }
 
 // collectSelf sends the series about the watcher's own tables.
-func (c *Collector) collectSelf(ch chan<- prometheus.Metric, sites []finalizerwatch.SiteStats) {
+func (c *Collector) collectSelf(ch chan<- prometheus.Metric, tracked *[numKinds]int) {
 	d := c.d
 	ov := c.cfg.watcher.Overflow()
 	ch <- prometheus.MustNewConstMetric(d.sitesOverflow, prometheus.CounterValue, float64(ov.Sites))
 	ch <- prometheus.MustNewConstMetric(d.stacksOverflow, prometheus.CounterValue, float64(ov.Stacks))
-	var tracked [numKinds]int
-	for i := range sites {
-		if int(sites[i].Kind) < numKinds && !isOverflowSite(&sites[i]) {
-			tracked[sites[i].Kind]++
-		}
-	}
 	for k, kind := range finalizerwatch.Kinds {
 		ch <- prometheus.MustNewConstMetric(d.sitesTracked, prometheus.GaugeValue, float64(tracked[k]), kind.String())
 	}

@@ -87,30 +87,46 @@ func comparePart(x, y string, sep byte) (c int, done bool) {
 // selectTop sets top[k] to the indices into sites of the k best-ranked
 // sites of kind k (at most n of them), best first, reusing top's slices.
 // It costs O(len(sites) · log n) comparisons and allocates only to grow
-// top. Sites of an unknown kind are ignored.
+// top. Sites of an unknown kind are ignored. Collect runs the same steps
+// (resetTop, offerTop for each site, finishTop) inside its one pass over
+// the ledger.
 func selectTop(sites []finalizerwatch.SiteStats, n int, top *[numKinds][]int) {
+	resetTop(top)
+	for i := range sites {
+		offerTop(sites, i, n, top)
+	}
+	finishTop(sites, top)
+}
+
+func resetTop(top *[numKinds][]int) {
 	for k := range top {
 		top[k] = top[k][:0]
 	}
-	// worse reports whether sites[i] ranks after sites[j].
-	worse := func(i, j int) bool { return rankCompare(&sites[i], &sites[j]) > 0 }
-	for i := range sites {
-		k := int(sites[i].Kind)
-		if k >= numKinds {
-			continue
-		}
-		h := top[k]
-		// h is a heap whose root is its worst-ranked site: a site better
-		// than the root replaces it.
-		if len(h) < n {
-			h = append(h, i)
-			heapUp(h, len(h)-1, worse)
-		} else if worse(h[0], i) {
-			h[0] = i
-			heapDown(h, 0, worse)
-		}
-		top[k] = h
+}
+
+// offerTop considers sites[i] for the top n of its kind. top[k] is a heap
+// whose root is its worst-ranked site: a site better than the root
+// replaces it.
+func offerTop(sites []finalizerwatch.SiteStats, i, n int, top *[numKinds][]int) {
+	k := int(sites[i].Kind)
+	if k >= numKinds {
+		return
 	}
+	// worse reports whether sites[x] ranks after sites[y].
+	worse := func(x, y int) bool { return rankCompare(&sites[x], &sites[y]) > 0 }
+	h := top[k]
+	if len(h) < n {
+		h = append(h, i)
+		heapUp(h, len(h)-1, worse)
+	} else if worse(h[0], i) {
+		h[0] = i
+		heapDown(h, 0, worse)
+	}
+	top[k] = h
+}
+
+// finishTop sorts each kind's selection, best first.
+func finishTop(sites []finalizerwatch.SiteStats, top *[numKinds][]int) {
 	for k := range top {
 		slices.SortFunc(top[k], func(i, j int) int { return rankCompare(&sites[i], &sites[j]) })
 	}
