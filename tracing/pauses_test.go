@@ -153,7 +153,7 @@ func TestPauseSpansFromRealGC(t *testing.T) {
 			tp, rec := newRecorder(t)
 			r := newReporter(t, WithTracerProvider(tp), WithSampler(s), WithPauseThreshold(threshold))
 			r.ReportPauses(context.Background()) // the history before the test
-			base := s.Snapshot().Cycles
+			base := r.pauses.since               // the latest cycle reported
 			runtime.GC()
 			s.Sample()
 			before := len(spansNamed(rec, "gcprobe.gc_pause"))

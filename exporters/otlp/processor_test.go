@@ -141,8 +141,10 @@ func TestShutdownDeadlineAbortsExport(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Shutdown = %v, want DeadlineExceeded", err)
 	}
-	if took > 400*time.Millisecond {
-		t.Errorf("Shutdown took %v, past its 400ms deadline", took)
+	// It aims 100ms before the deadline; the slack past it is for a
+	// loaded CI machine. Without the abort it would never return.
+	if took > 400*time.Millisecond+400*time.Millisecond {
+		t.Errorf("Shutdown took %v, well past its 400ms deadline", took)
 	}
 	if p.Failed() != 2 || p.Dropped() != 3 || p.Exported() != 0 {
 		t.Errorf("failed %d dropped %d exported %d, want 2 3 0", p.Failed(), p.Dropped(), p.Exported())

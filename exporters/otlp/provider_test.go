@@ -155,7 +155,9 @@ func TestCollectorUnreachable(t *testing.T) {
 			err := p.Shutdown(ctx)
 			took = time.Since(start)
 			t.Logf("Shutdown took %v: %v", took, err)
-			if took > 2*time.Second+100*time.Millisecond {
+			// Shutdown aims to return 250ms before its deadline; the
+			// slack allowed past it is for a loaded CI machine.
+			if took > 2*time.Second+500*time.Millisecond {
 				t.Errorf("Shutdown took %v, past its 2s timeout", took)
 			}
 			if tc.stuck && !errors.Is(err, context.DeadlineExceeded) {
