@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Frame is one symbolized frame of a stack.
@@ -21,6 +22,49 @@ func (f Frame) String() string {
 		return "unknown"
 	}
 	return f.Function + " " + f.File + ":" + strconv.Itoa(f.Line)
+}
+
+// MaxLabelLen bounds the length in bytes of Frame.Label.
+const MaxLabelLen = 256
+
+// Label is String made safe for a metric label or a span attribute: valid
+// UTF-8 (invalid bytes become U+FFFD) and at most MaxLabelLen bytes,
+// whatever the names (generic instantiations, closures, cgo, very long
+// paths). A long function name keeps its head and tail around an ellipsis;
+// a long file name keeps its tail, the part that tells files apart.
+func (f Frame) Label() string {
+	s := f.String()
+	if len(s) <= MaxLabelLen && utf8.ValidString(s) {
+		return s
+	}
+	fn := strings.ToValidUTF8(f.Function, "\uFFFD")
+	file := strings.ToValidUTF8(f.File, "\uFFFD")
+	line := ":" + strconv.Itoa(f.Line)
+	const fnMax, ellipsis = 120, "…"
+	if len(fn) > fnMax {
+		half := (fnMax - len(ellipsis)) / 2
+		fn = cutUTF8(fn[:half]) + ellipsis + cutUTF8Front(fn[len(fn)-half:])
+	}
+	if room := MaxLabelLen - len(fn) - 1 - len(line); len(file) > room {
+		file = ellipsis + cutUTF8Front(file[len(file)-(room-len(ellipsis)):])
+	}
+	return fn + " " + file + line
+}
+
+// cutUTF8 drops a rune cut in two at the end of s.
+func cutUTF8(s string) string {
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// cutUTF8Front drops a rune cut in two at the start of s.
+func cutUTF8Front(s string) string {
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[1:]
+	}
+	return s
 }
 
 // modulePrefix marks gcprobe's own functions.
