@@ -31,8 +31,9 @@
 //	defer r.Stop()
 //
 // Run(ctx) instead of Start suits callers that manage their own goroutines
-// (a controller-runtime manager.Runnable). ReportNow emits one leak report
-// and ReportPauses the pending pause spans on demand, running or not.
+// (manager.RunnableFunc(r.Run) in controller-runtime). ReportNow emits one
+// leak report and ReportPauses the pending pause spans on demand, running
+// or not.
 //
 // # Concurrency
 //

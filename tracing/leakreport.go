@@ -22,9 +22,9 @@ const (
 	// SpanGCPause is one GC cycle's stop-the-world pause over the
 	// threshold.
 	SpanGCPause = "gcprobe.gc_pause"
-	// SpanDetector carries one batch of detector events, and EventDetector
-	// is one of them.
-	SpanDetector  = "gcprobe.detector"
+	// SpanDetector carries one batch of detector events.
+	SpanDetector = "gcprobe.detector"
+	// EventDetector is one detector event on a SpanDetector span.
 	EventDetector = "gcprobe.detector"
 )
 

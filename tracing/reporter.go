@@ -74,7 +74,7 @@ func (r *Reporter) Start() error {
 }
 
 // Run runs the reporter until ctx is done or Stop is called, then returns
-// nil: the shape of a controller-runtime manager.Runnable. It returns
+// nil: the shape of a controller-runtime manager.RunnableFunc. It returns
 // ErrRunning if the reporter already runs and ErrStopped after Stop.
 func (r *Reporter) Run(ctx context.Context) error {
 	ctx, done, err := r.begin(ctx)
