@@ -133,7 +133,7 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerw
 	finishTop(sites, &c.top)
 	for k, kind := range finalizerwatch.Kinds {
 		executed[k] = c.total[k][vExecuted]
-		c.members = c.other[k].update(sites, c.top[k], c.total[k], c.otherVec, c.members)
+		c.members = c.other[k].update(sites, c.top[k], count[k], c.total[k], c.otherVec, c.members)
 		kl := kind.String()
 		for j, i := range c.top[k] {
 			s := &sites[i]

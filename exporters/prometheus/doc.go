@@ -61,14 +61,15 @@
 // The gauges under site="other" are the plain sums over the sites outside
 // the top K. The counters and the histogram under site="other" count what
 // sites added while outside the top K, so that they never go down when a
-// site joins the top K and takes its count with it: at the first Collect
-// other is the sum of the sites outside the top K; from then on it grows by
-// what those sites add. Rates summed over sites (sum(rate(...))) are exact;
-// raw counter values summed over sites count a site's past twice after it
-// joins the top K (in its own series, which starts at its full count, and
-// in other). When a site leaves the top K its series ends; what it adds
-// afterwards goes to other.
-//
+// site joins the top K and takes its count with it. When a kind first has
+// more than K sites, other starts as the exact sum of the sites outside
+// the top K; from then on it grows by exactly what those sites add. So
+// rates summed over sites (sum(rate(...))) are exact, while raw counter
+// values summed over sites count a site's past twice once it has joined
+// the top K from outside (in its own series, which starts at its full
+// count, and in other). When a site leaves the top K its series ends, and
+// what it adds afterwards goes to other.
+
 // gcprobe_finalizers_unwatched_total is the runtime's executed count less
 // the watcher's executed count, the watcher's GC-cycle sentinels and what
 // WithOwnCallbacksFunc reports (such as a sampler's sentinels), clamped at

@@ -117,25 +117,29 @@ type member struct {
 // is exact. Summing the raw values is not: a site that joins the top K
 // shows its full count while other keeps what it counted before.
 //
-// The first Collect has no history to keep, so the sites in the top K
-// then join with entry 0 and other starts as the exact sum of the rest.
+// Until a kind first has more than K sites, every site is in the top K
+// and other has never been exported: there is no history to keep, so the
+// sites that join then (every one of them new) join with entry 0, and
+// other starts as the exact sum of the sites outside the top K.
 type otherState struct {
 	members map[siteID]*member
 	gone    []uint64
 	gen     uint64
 	free    []*member
+	// exact is true while no site of the kind has been left out of the
+	// top K: other has not been exported yet.
+	exact bool
 }
 
 func newOtherState(n int) otherState {
-	return otherState{members: make(map[siteID]*member), gone: make([]uint64, n)}
+	return otherState{members: make(map[siteID]*member), gone: make([]uint64, n), exact: true}
 }
 
 // update records the top K of this Collect (top indexes sites) and sets
 // other to the counters to export under site="other", given total, the
-// counters summed over every site of the kind. It returns the members in
-// top's order, reusing out.
-func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, total, other []uint64, out []*member) []*member {
-	first := o.gen == 0
+// counters summed over every site of the kind, and count, the number of
+// those sites. It returns the members in top's order, reusing out.
+func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, count int, total, other []uint64, out []*member) []*member {
 	o.gen++
 	out = out[:0]
 	for _, i := range top {
@@ -146,7 +150,7 @@ func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, total, 
 			m = o.alloc(len(total))
 			m.label = s.Site.String()
 			fillVec(m.entry, s)
-			if first {
+			if o.exact {
 				clear(m.entry)
 			}
 			o.members[id] = m
@@ -158,8 +162,12 @@ func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, total, 
 	copy(other, total)
 	for id, m := range o.members {
 		if m.gen != o.gen { // left the top K
-			for i := range o.gone {
-				o.gone[i] += m.last[i] - m.entry[i]
+			// While other has not been exported, it can start anywhere:
+			// it starts as the exact sum, the leaver's past included.
+			if !o.exact {
+				for i := range o.gone {
+					o.gone[i] += m.last[i] - m.entry[i]
+				}
 			}
 			delete(o.members, id)
 			o.free = append(o.free, m)
@@ -169,6 +177,9 @@ func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, total, 
 		addVec(other, m.entry)
 	}
 	subVec(other, o.gone)
+	if count > len(top) {
+		o.exact = false
+	}
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -194,5 +195,46 @@ func TestOtherIsMonotonic(t *testing.T) {
 	}
 	if changes < steps/4 {
 		t.Fatalf("only %d changes of the top K in %d steps: the test does not exercise them", changes, steps)
+	}
+}
+
+// TestOtherStartsExact grows a kind from fewer sites than K to more: while
+// every site is in the top K there is no other series, and when other
+// first appears it is the exact sum of the sites left out, so the series
+// sum to the totals.
+func TestOtherStartsExact(t *testing.T) {
+	const k = 3
+	l := newSimLedger(9, 6)
+	visible := 0
+	c := newCollector(t, WithWatcher(newWatcher(t)), WithTopK(k))
+	c.sites = func() []finalizerwatch.SiteStats {
+		return slices.DeleteFunc(l.snapshot(), func(s finalizerwatch.SiteStats) bool { return s.Site.Line >= 10+visible })
+	}
+	for _, visible = range []int{1, 2, 3, 6} {
+		l.step()
+		fams := gather(t, c)
+		for _, kind := range finalizerwatch.Kinds {
+			var want, got float64
+			var others int
+			for _, s := range l.sites {
+				if s.Kind == kind && s.Site.Line < 10+visible {
+					want += float64(s.Registered)
+				}
+			}
+			for _, m := range fams["gcprobe_finalizers_registered_total"].GetMetric() {
+				if l := labels(m); l[labelKind] == kind.String() {
+					got += m.GetCounter().GetValue()
+					if l[labelSite] == otherSite {
+						others++
+					}
+				}
+			}
+			if wantOthers := min(1, max(0, visible-k)); others != wantOthers {
+				t.Errorf("%d sites, %v: %d other series, want %d", visible, kind, others, wantOthers)
+			}
+			if got != want {
+				t.Errorf("%d sites, %v: series sum to %v registrations, want %v", visible, kind, got, want)
+			}
+		}
 	}
 }
