@@ -153,8 +153,17 @@ func (c *collector) output() string {
 // HTTP, on free loopback ports) and a file exporter, until the test ends.
 func startCollector(t *testing.T, bin string) *collector {
 	t.Helper()
+	c, _ := startCollectorAt(t, bin, freeAddr(t), freeAddr(t))
+	return c
+}
+
+// startCollectorAt is startCollector on the given addresses; it returns a
+// function that kills the collector early (the test's cleanup does
+// otherwise).
+func startCollectorAt(t *testing.T, bin, grpcAddr, httpAddr string) (*collector, func()) {
+	t.Helper()
 	dir := t.TempDir()
-	c := &collector{grpcAddr: freeAddr(t), httpAddr: freeAddr(t), file: filepath.Join(dir, "traces.jsonl")}
+	c := &collector{grpcAddr: grpcAddr, httpAddr: httpAddr, file: filepath.Join(dir, "traces.jsonl")}
 	cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
@@ -186,10 +195,14 @@ service:
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	var once sync.Once
+	kill := func() {
+		once.Do(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
+	}
+	t.Cleanup(kill)
 
 	deadline := time.Now().Add(30 * time.Second)
 	for _, addr := range []string{c.grpcAddr, c.httpAddr} {
@@ -210,7 +223,7 @@ service:
 			time.Sleep(20 * time.Millisecond) // polling interval
 		}
 	}
-	return c
+	return c, kill
 }
 
 func freeAddr(t *testing.T) string {
