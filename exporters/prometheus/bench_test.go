@@ -158,3 +158,26 @@ func BenchmarkWatcher10000(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCollect300Sites is a ledger of a more usual size: the 300
+// generated sites, one entry each.
+func BenchmarkCollect300Sites(b *testing.B) {
+	w, err := finalizerwatch.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(w.Close)
+	objs := make([]*siteObj, 0, len(generatedSites))
+	b.Cleanup(func() { objs = nil })
+	for _, register := range generatedSites {
+		o := new(siteObj)
+		register(w, o)
+		objs = append(objs, o)
+	}
+	c := newCollector(b, WithWatcher(w))
+	ch := make(chan prometheus.Metric, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		collectAll(c, ch)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Collector is a prometheus.Collector of a finalizerwatch.Watcher's ledger
@@ -34,8 +35,10 @@ type Collector struct {
 	members   []*member
 	total     [numKinds][]uint64 // per kind, the counters summed over every site
 	otherVec  []uint64           // the counters to export under "other"
-	seen      []string           // detector names exported by this Collect
-	sn        memstats.Snapshot
+	// otherLabels are the label pairs of the "other" series of each kind.
+	otherLabels [numKinds][]*dto.LabelPair
+	seen        []string // detector names exported by this Collect
+	sn          memstats.Snapshot
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -55,8 +58,9 @@ func New(opts ...Option) (*Collector, error) {
 		sites:  cfg.watcher.Sites,
 	}
 	n := vecLen(c.bounds)
-	for k := range c.other {
+	for k, kind := range finalizerwatch.Kinds {
 		c.other[k] = newOtherState(n)
+		c.otherLabels[k] = siteLabels(c.d, kind.String(), otherSite)
 	}
 	for k := range c.total {
 		c.total[k] = make([]uint64, n)
@@ -138,30 +142,25 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerw
 		for j, i := range c.top[k] {
 			s := &sites[i]
 			m := c.members[j]
-			c.sendSite(ch, kl, m.label, s.Outstanding, s.Suspect, m.last)
+			if m.labels == nil {
+				m.labels = siteLabels(c.d, kl, m.label)
+			}
+			c.sendSite(ch, m.labels, s.Outstanding, s.Suspect, m.last)
 			outstanding[k] -= s.Outstanding
 			suspect[k] -= s.Suspect
 		}
 		// "other" exists once a kind has more sites than K; since ledger
 		// entries are never removed, it never goes away again.
 		if count[k] > len(c.top[k]) {
-			c.sendSite(ch, kl, otherSite, outstanding[k], suspect[k], c.otherVec)
+			c.sendSite(ch, c.otherLabels[k], outstanding[k], suspect[k], c.otherVec)
 		}
 	}
 }
 
-// sendSite sends the series of one site, or of "other", from its gauges
-// and its ledger vector v.
-func (c *Collector) sendSite(ch chan<- prometheus.Metric, kind, site string, outstanding, suspect uint64, v []uint64) {
-	d := c.d
-	site = validLabel(site)
-	ch <- prometheus.MustNewConstMetric(d.outstanding, prometheus.GaugeValue, float64(outstanding), kind, site)
-	ch <- prometheus.MustNewConstMetric(d.registered, prometheus.CounterValue, float64(v[vRegistered]), kind, site)
-	ch <- prometheus.MustNewConstMetric(d.executed, prometheus.CounterValue, float64(v[vExecuted]), kind, site)
-	ch <- prometheus.MustNewConstMetric(d.cleared, prometheus.CounterValue, float64(v[vCleared]), kind, site)
-	ch <- prometheus.MustNewConstMetric(d.suspect, prometheus.GaugeValue, float64(suspect), kind, site)
-	ch <- prometheus.MustNewConstHistogram(d.duration, v[vDurCount], float64(v[vDurSumNs])/1e9,
-		cumulative(c.bounds, v[vDurBuckets:]), kind, site)
+// sendSite sends the series of one site, or of "other", from its label
+// pairs, its gauges and its ledger vector v.
+func (c *Collector) sendSite(ch chan<- prometheus.Metric, labels []*dto.LabelPair, outstanding, suspect uint64, v []uint64) {
+	newSiteMetrics(c.d, labels, outstanding, suspect, v, c.bounds).send(ch)
 }
 
 // cumulative returns the cumulative bucket counts of per-bucket counts

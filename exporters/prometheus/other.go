@@ -2,6 +2,7 @@ package promexporter
 
 import (
 	"github.com/gcprobe/probe/finalizerwatch"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // A ledger vector holds the counters of a site (or a sum of sites) that
@@ -89,10 +90,11 @@ func idOf(s *finalizerwatch.SiteStats) siteID {
 
 // member is a site in the top K of its kind.
 type member struct {
-	label string   // the site label, built once
-	entry []uint64 // its counters when it joined the top K (zero at the first Collect)
-	last  []uint64 // its counters at the latest Collect
-	gen   uint64   // the latest Collect that found it in the top K
+	label  string           // the site label, built once
+	labels []*dto.LabelPair // its label pairs, built once; see metric.go
+	entry  []uint64         // its counters when it joined the top K (zero at the first Collect)
+	last   []uint64         // its counters at the latest Collect
+	gen    uint64           // the latest Collect that found it in the top K
 }
 
 // otherState keeps the counters under site="other" monotonic while sites
@@ -148,7 +150,7 @@ func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, count i
 		m := o.members[id]
 		if m == nil {
 			m = o.alloc(len(total))
-			m.label = s.Site.String()
+			m.label, m.labels = s.Site.String(), nil
 			fillVec(m.entry, s)
 			if o.exact {
 				clear(m.entry)
