@@ -13,10 +13,18 @@
 //		return err // a second Collector: *prometheus.AlreadyRegisteredError
 //	}
 //
-// With controller-runtime, register on its metrics.Registry instead; the
-// collector exports nothing that collectors.NewGoCollector (which that
-// registry carries) already does, such as the heap goal, GOGC, the memory
-// limit or the per-P cache sizes.
+// The collector exports nothing that client_golang's default
+// collectors.NewGoCollector() does: not the heap goal, GOGC, the memory
+// limit, the per-P cache sizes or the pause quantiles. With
+// controller-runtime, register on its metrics.Registry. That registry's Go
+// collector exports every runtime/metrics series (MetricsAll), among them
+// the runtime's finalizer and cleanup totals (go_gc_finalizers_*_total,
+// go_gc_cleanups_*_total), forced cycles (go_gc_cycles_forced_gc_cycles_total)
+// and per-P pause distributions (go_sched_pauses_total_gc_seconds), which
+// gcprobe_finalizers_queued_total, gcprobe_finalizers_runtime_executed_total,
+// gcprobe_gc_forced_cycles_total and gcprobe_gc_pause_seconds overlap
+// there: the names differ, so nothing clashes, and gcprobe's alert rules
+// use gcprobe's own names so that they work on every registry.
 //
 // # Series
 //
@@ -69,7 +77,7 @@
 // the top K from outside (in its own series, which starts at its full
 // count, and in other). When a site leaves the top K its series ends, and
 // what it adds afterwards goes to other.
-
+//
 // gcprobe_finalizers_unwatched_total is the runtime's executed count less
 // the watcher's executed count, the watcher's GC-cycle sentinels and what
 // WithOwnCallbacksFunc reports (such as a sampler's sentinels), clamped at
@@ -79,9 +87,16 @@
 // # Cost
 //
 // Collect reads the whole ledger once (Watcher.Sites: linear in the number
-// of ledger entries, with a few allocations per entry), selects the top K
-// of each kind in O(n log K) without sorting the rest, and sends O(K)
-// metrics. Most of its time goes to Sites; see the package benchmarks.
+// of ledger entries, with about two allocations per entry), then, in one
+// pass, selects the top K of each kind in O(n log K) comparisons without
+// sorting the rest and sums the others; it sends the per-site series with
+// label pairs built once per top-K membership, so its own allocations
+// (about 90 for K = 10) do not grow with the ledger. Watcher.Sites is most
+// of the cost: with 10 000 ledger entries it takes tens of milliseconds,
+// against about a tenth of a millisecond for a Gather of client_golang's
+// Go collector; with a few hundred sites the two are of the same order.
+// The package benchmarks measure both (BenchmarkCollect10000Sites,
+// BenchmarkCollect300Sites, BenchmarkGoCollectorGather).
 //
 // All exported functions and methods are safe for concurrent use;
 // concurrent Collect calls are serialized.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/stackcapture"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func sign(x int) int {
@@ -167,5 +168,32 @@ func TestRankCompareOrder(t *testing.T) {
 				t.Errorf("rankCompare(base, better) = %d, want > 0", c)
 			}
 		})
+	}
+}
+
+// TestCollectAllocsDoNotGrowWithSites checks that, given the ledger, the
+// collector's own allocations depend on K, not on the number of sites.
+func TestCollectAllocsDoNotGrowWithSites(t *testing.T) {
+	allocs := func(n int) float64 {
+		sites := synthSites(rand.New(rand.NewPCG(11, 12)), n)
+		c := newCollector(t, WithWatcher(newWatcher(t)))
+		c.sites = func() []finalizerwatch.SiteStats { return sites }
+		ch := make(chan prometheus.Metric, 4096)
+		drain := func() {
+			c.Collect(ch)
+			for len(ch) > 0 {
+				<-ch
+			}
+		}
+		drain() // grow the scratch buffers and the top K
+		return testing.AllocsPerRun(20, drain)
+	}
+	small, large := allocs(1000), allocs(10000)
+	// Two kinds, each K sites and other: three allocations per site (its
+	// series, its histogram's bounds and counts), and a few dozen for the
+	// self-metrics.
+	const limit = 2*(DefaultTopK+1)*3 + 30
+	if small != large || large > limit {
+		t.Errorf("Collect allocates %v times with 1000 sites, %v with 10000: want at most %d either way", small, large, limit)
 	}
 }
