@@ -34,8 +34,9 @@ const LabelKind = "kind"
 // (all "count") and a label LabelKind. A nil ledger means
 // finalizerwatch.Default.
 //
-// The profile holds code locations and counts only: function names, file
-// names, line numbers and program counters of the registration stacks.
+// The profile holds code locations and counts only (and the time it was
+// built): function names, file names, line numbers and program counters of
+// the registration stacks.
 // Locations and functions are shared between samples. A frame without a
 // program counter (the overflow entry's) gets a synthetic address, below
 // any real one.
