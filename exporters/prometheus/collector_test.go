@@ -11,6 +11,7 @@ import (
 	"testing"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/memstats"
@@ -430,4 +431,17 @@ func series(t testing.TB, fams map[string]*dto.MetricFamily, name, kind, site st
 		t.Fatalf("%s{kind=%q,site=%q}: no series among\n%s", name, kind, site, b.String())
 	}
 	return found
+}
+
+// Whatever a site's names, its label is valid UTF-8 and bounded: the
+// label is stackcapture.Frame.Label (fuzzed in package stackcapture).
+func TestSiteLabelIsBounded(t *testing.T) {
+	long := stackcapture.Frame{Function: strings.Repeat("pkg.Generic[...].", 40) + "func1\xff", File: strings.Repeat("/deep", 100) + "/f.go", Line: 9}
+	got := long.Label()
+	if len(got) > stackcapture.MaxLabelLen || !utf8.ValidString(got) {
+		t.Fatalf("label %q (%d bytes)", got, len(got))
+	}
+	if v := validLabel(got); v != got {
+		t.Fatalf("validLabel changed a Label: %q", v)
+	}
 }

@@ -150,7 +150,7 @@ func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, count i
 		m := o.members[id]
 		if m == nil {
 			m = o.alloc(len(total))
-			m.label, m.labels = s.Site.String(), nil
+			m.label, m.labels = s.Site.Label(), nil
 			fillVec(m.entry, s)
 			if o.exact {
 				clear(m.entry)
