@@ -75,22 +75,8 @@ func (w *Watcher) tallyLocked(ks *kindState) {
 	for _, fs := range ks.order {
 		fs.count, fs.oldest = 0, time.Time{}
 	}
-	var seen [8]*finalizerState
 	for _, o := range ks.objs {
-		labels := seen[:0]
-		for _, f := range o.finalizers {
-			fs := ks.finalizer(f, w.cfg.maxNames, w.cfg.buckets)
-			dup := false
-			for _, s := range labels {
-				if s == fs {
-					dup = true
-					break
-				}
-			}
-			if dup {
-				continue
-			}
-			labels = append(labels, fs)
+		for _, fs := range o.labels {
 			fs.count++
 			if fs.oldest.IsZero() || o.deletion.Before(fs.oldest) {
 				fs.oldest = o.deletion

@@ -34,16 +34,29 @@
 // so the API server sends, and the cache keeps, no spec, status or data,
 // and the handlers read the informer's objects without copying them. If the
 // program's controllers watch the same kind with builder.OnlyMetadata, they
-// share the informer. The watcher keeps an entry of its own only for
-// objects that are terminating with a finalizer (about 200 bytes each, plus
-// the finalizer slice); everything else is the informer's store, which the
-// program pays for whoever uses it. Measured (see memory_test.go): the
-// handlers' own state for 10 000 terminating objects, and a metadata-only
-// ConfigMap informer against a real API server (2 000 objects, extrapolated
-// to 10 000), are given in the README of the repository's
-// examples/operator and in TestMemory's log. Strip managedFields in the
-// cache (cache.Options.DefaultTransform = cache.TransformStripManagedFields())
-// to roughly halve the informer's share.
+// share the informer.
+//
+// The watcher keeps an entry of its own only for objects that are
+// terminating with a finalizer; everything else is the informer's store.
+// Measured on amd64 with Go 1.26 (memory_test.go and
+// envtest_memory_test.go; the tests log the figures and fail past loose
+// bounds):
+//
+//	the watcher's own state, 10 000 live objects               0 bytes
+//	the watcher's own state, 10 000 terminating objects        ~200 bytes each, 1.9 MiB
+//	metadata-only ConfigMap informer + watcher, real API       ~1.2 KiB each: 2 000 measured, ~12 MiB for 10 000
+//	server, managedFields stripped
+//	the same, managedFields kept                               ~1.6 KiB each, ~16 MiB for 10 000
+//	full-object ConfigMap informer (1 KiB of data each),       ~3.0 KiB each, ~29 MiB for 10 000
+//	for comparison
+//
+// So watching 10 000 objects' metadata stays under 16 MiB, 12 MiB with
+// managedFields stripped (cache.Options.DefaultTransform =
+// cache.TransformStripManagedFields()); the watcher's own share is about
+// 200 bytes per terminating object (the test fails past 400). A scrape
+// walks the terminating objects once (about half a millisecond for
+// 10 000); an informer event costs a map lookup and no allocation unless
+// the object's finalizers changed.
 //
 // Times come from deletionTimestamp, which has a resolution of a second
 // and is set by the API server's clock: removal times and ages are good to

@@ -14,7 +14,7 @@ import (
 // TestMemoryOwnState and quoted in the package documentation: what the
 // handlers keep beyond the informer's store.
 const (
-	maxBytesPerTerminating = 400 // measured ≈ 200 B: map slot, object entry, finalizer slice
+	maxBytesPerTerminating = 400 // measured ≈ 200 B: map slot, object entry, finalizer and label slices
 	maxBytesPerLive        = 8   // measured 0: live objects are not tracked
 )
 

@@ -46,7 +46,11 @@ type object struct {
 	uid             types.UID
 	deletion        time.Time // the object's deletionTimestamp (1 s resolution)
 	finalizers      []string  // as last seen, raw names
-	reported        bool      // reported as stuck
+	// labels are the distinct states finalizers are counted under (a
+	// name past the bound folds into other), so that a scrape walks
+	// pointers instead of looking names up.
+	labels   []*finalizerState
+	reported bool // reported as stuck
 }
 
 func newKindState(gvk schema.GroupVersionKind) *kindState {
@@ -158,10 +162,8 @@ func (w *Watcher) observe(ks *kindState, m metav1.Object) {
 			deletion:   dt.Time,
 			finalizers: slices.Clone(fins),
 		}
+		o.labels = w.labelsLocked(ks, fins, nil)
 		ks.objs[key] = o
-		for _, f := range fins {
-			ks.finalizer(f, w.cfg.maxNames, w.cfg.buckets)
-		}
 		return
 	}
 	o.deletion = dt.Time
@@ -176,11 +178,19 @@ func (w *Watcher) observe(ks *kindState, m metav1.Object) {
 	}
 	logRelease = w.removedLocked(ks, o, removed)
 	o.finalizers = slices.Clone(fins)
-	// A finalizer added during deletion: the API server refuses that, but
-	// count it if it ever happens.
+	o.labels = w.labelsLocked(ks, fins, o.labels[:0])
+}
+
+// labelsLocked appends to buf the distinct states that fins are counted
+// under, admitting new names if there is room.
+func (w *Watcher) labelsLocked(ks *kindState, fins []string, buf []*finalizerState) []*finalizerState {
 	for _, f := range fins {
-		ks.finalizer(f, w.cfg.maxNames, w.cfg.buckets)
+		fs := ks.finalizer(f, w.cfg.maxNames, w.cfg.buckets)
+		if !slices.Contains(buf, fs) {
+			buf = append(buf, fs)
+		}
 	}
+	return buf
 }
 
 // gone handles the deletion of an object: whatever finalizers it still had
