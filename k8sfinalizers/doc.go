@@ -25,8 +25,22 @@
 // runs it, Start registers the series on controller-runtime's
 // metrics.Registry (WithRegisterer to change that), so the manager's
 // metrics server serves them, and checks for stuck objects every
-// DefaultCheckInterval. Without a manager, call Watch with any
-// cache.Informers and run Start yourself.
+// DefaultCheckInterval. Why register in Start rather than at setup: the
+// series then come and go with the runnable (a second watcher on the same
+// registry fails Start with ErrAlreadyRegistered instead of panicking, and
+// tests can run one manager after another), and under leader election only
+// the leader exports them (see below).
+//
+// Without a manager, hand Watch any cache.Informers (a plain cache.Cache)
+// and run the cache and Start yourself:
+//
+//	c, err := cache.New(cfg, cache.Options{})
+//	...
+//	if err := w.Watch(ctx, c); err != nil {
+//		return err
+//	}
+//	go c.Start(ctx)
+//	go w.Start(ctx) // WithRegisterer(prometheus.DefaultRegisterer) for promhttp.Handler()
 //
 // # What is watched, and what it costs
 //
