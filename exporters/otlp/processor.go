@@ -122,8 +122,14 @@ func (b *batcher) run() {
 			// would only make Shutdown wait export timeout after
 			// export timeout. What is left is abandoned.
 			batch = b.drain(batch, -1)
-			if n := b.abandon(batch); n > 0 && b.lastErr != nil {
+			n := b.abandon(batch)
+			switch {
+			case n > 0 && b.lastErr != nil:
 				b.stopErr = fmt.Errorf("otlpexporter: shutdown: %d spans abandoned after a failed export: %w", n, b.lastErr)
+			case b.lastErr != nil:
+				// Everything was tried before the stop, and the last
+				// export failed: the collector is still unreachable.
+				b.stopErr = fmt.Errorf("otlpexporter: shutdown: the last export failed: %w", b.lastErr)
 			}
 			return
 		}
