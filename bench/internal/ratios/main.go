@@ -1,7 +1,8 @@
 // Command ratios reads Go benchmark output (the files bench/run.sh
 // writes) and prints the overhead table: for each comparison the median of
-// the probe's side, the median of the baseline, their ratio (or
-// difference), the goal and whether the medians meet it.
+// the probe's side, the median of the baseline, the median of the
+// per-round ratios (or differences) with their range, the goal and whether
+// that median meets it.
 //
 //	go run ./bench/internal/ratios micro.txt operator.txt sites.txt
 //
@@ -144,8 +145,36 @@ func rows() []row {
 	return rs
 }
 
+// paired compares the probe's i-th sample with the baseline's i-th:
+// bench/run.sh writes them in rounds (one -count iteration of the micro
+// benchmarks runs every mode in turn; one operator round runs every mode
+// once), so the i-th samples of two modes ran side by side, under the same
+// load. It returns the median, least and greatest of the per-round
+// comparisons, or ok false if the two sides have different numbers of
+// samples.
+func (s samples) paired(r row) (med, lo, hi float64, ok bool) {
+	ps, bs := s[key{r.probe, r.unit}], s[key{r.baseline, r.unit}]
+	if len(ps) == 0 || len(ps) != len(bs) {
+		return 0, 0, 0, false
+	}
+	vs := make([]float64, len(ps))
+	for i := range ps {
+		if r.compare == ratio {
+			vs[i] = ps[i] / bs[i]
+		} else {
+			vs[i] = ps[i] - bs[i]
+		}
+	}
+	ss := samples{key{}: vs}
+	med, _ = ss.median(key{})
+	return med, slices.Min(vs), slices.Max(vs), true
+}
+
 // evaluate returns the row's probe and baseline medians, the compared
-// value, the sample counts, and the verdict.
+// value, the sample counts, and the verdict. The compared value is the
+// median of the paired per-round comparisons where the rounds pair up
+// (see paired), which cancels the machine's drift better than comparing
+// the two medians; otherwise the medians' ratio or difference.
 func (r row) evaluate(s samples) (p, b, v float64, np, nb int, verdict string) {
 	p, np = s.median(key{r.probe, r.unit})
 	b, nb = math.NaN(), 0
@@ -159,21 +188,34 @@ func (r row) evaluate(s samples) (p, b, v float64, np, nb int, verdict string) {
 	default:
 		v = p
 	}
+	lo, hi, isPaired := 0.0, 0.0, false
+	if r.compare != value {
+		var med float64
+		if med, lo, hi, isPaired = s.paired(r); isPaired {
+			v = med
+		}
+	}
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
 		return p, b, v, np, nb, "no data"
 	case r.op == "":
 		return p, b, v, np, nb, ""
 	}
-	met := r.op == "<=" && v <= r.goal || r.op == ">=" && v >= r.goal || r.op == "==" && v == r.goal
-	if met {
-		return p, b, v, np, nb, "met"
+	meets := func(x float64) bool {
+		return r.op == "<=" && x <= r.goal || r.op == ">=" && x >= r.goal || r.op == "==" && x == r.goal
+	}
+	// Rounds on both sides of the goal: the verdict is the noise's.
+	noisy := ""
+	if isPaired && meets(lo) != meets(hi) {
+		noisy = " (rounds on both sides)"
 	}
 	switch {
+	case meets(v):
+		return p, b, v, np, nb, "met" + noisy
 	case r.compare == ratio:
-		return p, b, v, np, nb, fmt.Sprintf("MISSED by %.1f%%", 100*math.Abs(v/r.goal-1))
+		return p, b, v, np, nb, fmt.Sprintf("MISSED by %.1f%%%s", 100*math.Abs(v/r.goal-1), noisy)
 	default:
-		return p, b, v, np, nb, fmt.Sprintf("MISSED by %s", format(math.Abs(v-r.goal), r.unit))
+		return p, b, v, np, nb, fmt.Sprintf("MISSED by %s%s", format(math.Abs(v-r.goal), r.unit), noisy)
 	}
 }
 
@@ -221,7 +263,7 @@ func write(w io.Writer, rs []row, s samples) error {
 	for _, r := range rs {
 		if r.section != section {
 			section = r.section
-			fmt.Fprintf(tw, "\n%s\tprobe\tbaseline\tprobe/baseline\tgoal\tverdict\tn\t\n", strings.ToUpper(section))
+			fmt.Fprintf(tw, "\n%s\tprobe\tbaseline\tprobe/baseline\tper-round range\tgoal\tverdict\tn\t\n", strings.ToUpper(section))
 		}
 		p, b, v, np, nb, verdict := r.evaluate(s)
 		var cmp string
@@ -239,11 +281,17 @@ func write(w io.Writer, rs []row, s samples) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			cmp = "-"
 		}
+		spread := ""
+		if _, lo, hi, ok := s.paired(r); ok && r.compare == ratio {
+			spread = fmt.Sprintf("%.2f–%.2f", lo, hi)
+		} else if ok {
+			spread = format(lo, r.unit) + " – " + format(hi, r.unit)
+		}
 		n := strconv.Itoa(np)
 		if r.compare != value {
 			n += "/" + strconv.Itoa(nb)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.label, format(p, r.unit), format(b, r.unit), cmp, r.goalString(), verdict, n)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.label, format(p, r.unit), format(b, r.unit), cmp, spread, r.goalString(), verdict, n)
 	}
 	return tw.Flush()
 }

@@ -60,6 +60,7 @@ func TestEvaluate(t *testing.T) {
 		want    float64
 		verdict string
 	}{
+		// Three raw samples, one default: not paired, the medians compare.
 		{"throughput, default", 0.98, "met"},
 		{"throughput, full", 1000.0 / 1100, "MISSED by 4.3%"},
 		{"p99 reconcile latency, default", 11.5 / 11, "met"},
@@ -84,5 +85,23 @@ func TestEvaluate(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "throughput, full") || !strings.Contains(b.String(), "MISSED by 4.3%") {
 		t.Errorf("table lacks a row:\n%s", b.String())
+	}
+}
+
+func TestPaired(t *testing.T) {
+	// Three rounds with drift: the baseline and the probe slow down
+	// together, so the per-round ratios are steady though the medians
+	// are not.
+	s := samples{
+		key{"Operator/mode=raw", "reconciles/s"}:     {1000, 500, 2000},
+		key{"Operator/mode=default", "reconciles/s"}: {990, 480, 1990},
+	}
+	r := row{probe: "Operator/mode=default", baseline: "Operator/mode=raw", unit: "reconciles/s", compare: ratio, op: ">=", goal: 0.98}
+	med, lo, hi, ok := s.paired(r)
+	if !ok || med != 0.99 || lo != 0.96 || hi != 0.995 {
+		t.Errorf("paired = %v [%v, %v] %v, want 0.99 [0.96, 0.995] true", med, lo, hi, ok)
+	}
+	if _, _, v, _, _, verdict := r.evaluate(s); v != 0.99 || verdict != "met (rounds on both sides)" {
+		t.Errorf("evaluate = %v, %q; want 0.99, met (rounds on both sides)", v, verdict)
 	}
 }
