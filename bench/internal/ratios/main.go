@@ -256,11 +256,15 @@ func (r row) goalString() string {
 	return fmt.Sprintf("%s %g", r.op, r.goal)
 }
 
-// write prints the table of rs over s.
+// write prints the table of rs over s, leaving out the rows s has no
+// sample for (a suite that did not run).
 func write(w io.Writer, rs []row, s samples) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	section := ""
 	for _, r := range rs {
+		if len(s[key{r.probe, r.unit}]) == 0 && len(s[key{r.baseline, r.unit}]) == 0 {
+			continue
+		}
 		if r.section != section {
 			section = r.section
 			fmt.Fprintf(tw, "\n%s\tprobe\tbaseline\tprobe/baseline\tper-round range\tgoal\tverdict\tn\t\n", strings.ToUpper(section))
