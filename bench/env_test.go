@@ -136,9 +136,7 @@ func (e *env) scrapeLoop(every time.Duration) {
 }
 
 // scrape gathers the metrics once as Prometheus would: over HTTP from the
-// probe's listener in the full mode, from the registry otherwise. It
-// returns the size of what it read (the exposition, or the number of
-// families).
+// probe's listener in the full mode, from the registry otherwise.
 func (e *env) scrape() error {
 	defer e.scrapes.Add(1)
 	if e.url == "" {
