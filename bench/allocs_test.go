@@ -12,11 +12,9 @@ import (
 const allocRuns = 100
 
 // knownExtraCleanupAllocs is how many allocations AddCleanup through the
-// watcher makes beyond the record it needs: the closure that the generic
-// method expression (*cleanupRec[S]).run becomes (see knownEscapes in
-// escape_test.go). Set it to 0 when that is fixed; the test fails until
-// then if the count changes either way.
-const knownExtraCleanupAllocs = 1
+// watcher makes beyond the record it needs (see knownEscapes in
+// escape_test.go); the test fails if the count changes either way.
+const knownExtraCleanupAllocs = 0
 
 // TestAllocs pins the allocation-free paths: a sampling round and a
 // snapshot copy allocate nothing, setting and clearing a finalizer through

@@ -57,6 +57,15 @@ type cleanupRec[S any] struct {
 	arg S
 }
 
+// runner is what runCleanup calls: a *cleanupRec of any argument type.
+type runner interface{ run() }
+
+// runCleanup is the cleanup the runtime holds for every registration. It
+// is a plain function, not the method expression (*cleanupRec[S]).run:
+// in shape-stenciled generic code that would be a closure over the type's
+// dictionary, allocated on every registration.
+func runCleanup(r runner) { r.run() }
+
 func (r *cleanupRec[S]) run() {
 	counted := r.h.state.CompareAndSwap(cleanupPending, cleanupRan)
 	start := time.Now()
@@ -127,7 +136,7 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 			panic(fmt.Sprintf("%s: %v", fn, p))
 		}
 	}()
-	rc := runtime.AddCleanup(ptr, (*cleanupRec[S]).run, r)
+	rc := runtime.AddCleanup(ptr, runCleanup, runner(r))
 	if rc == (runtime.Cleanup{}) {
 		// The runtime registered nothing (ptr is not a heap object, e.g. a
 		// global): neither does the ledger.
