@@ -62,16 +62,18 @@ func (w *Watcher) Overflow() Overflow {
 // Stacks returns the ledger as it is kept: one entry per call site, or per
 // registration stack with WithFullStacks, plus an overflow entry per kind
 // that has one. The order is unspecified.
-func (w *Watcher) Stacks() []SiteStats {
+func (w *Watcher) Stacks() []SiteStats { return w.entries(true) }
+
+func (w *Watcher) entries(withStacks bool) []SiteStats {
 	w.init()
 	out := make([]SiteStats, 0, w.sites.Len()+2)
 	w.sites.Range(func(_ siteKey, s *site) bool {
-		out = append(out, w.stats(s))
+		out = append(out, w.stats(s, withStacks))
 		return true
 	})
 	for k := range w.overflow {
 		if w.overflow[k].registered.Load() > 0 {
-			out = append(out, w.stats(&w.overflow[k]))
+			out = append(out, w.stats(&w.overflow[k], withStacks))
 		}
 	}
 	return out
@@ -79,10 +81,18 @@ func (w *Watcher) Stacks() []SiteStats {
 
 // Sites returns one SiteStats per kind and call site, merging the entries
 // of registration stacks that share a site. The order is unspecified.
-func (w *Watcher) Sites() []SiteStats {
-	// Entries can share a site even without full stacks: a line inlined
-	// into two callers has two return PCs.
-	all := w.Stacks()
+func (w *Watcher) Sites() []SiteStats { return mergeSites(w.entries(true)) }
+
+// SiteCounts is Sites without the registration stacks: Stack and PCs are
+// nil, and only each site's own frame is symbolized. It is what an
+// exporter that labels series by site needs, at a fraction of the cost
+// and memory of symbolizing every stack.
+func (w *Watcher) SiteCounts() []SiteStats { return mergeSites(w.entries(false)) }
+
+// mergeSites merges entries that share a kind and site. Entries can share
+// a site even without full stacks: a line inlined into two callers has two
+// return PCs.
+func mergeSites(all []SiteStats) []SiteStats {
 	type key struct {
 		kind Kind
 		site stackcapture.Frame
@@ -124,7 +134,7 @@ func (a *SiteStats) merge(b *SiteStats) {
 // stats reads one entry. Executed and cleared are loaded before registered,
 // so that Outstanding never underflows: every run counted was registered
 // first.
-func (w *Watcher) stats(s *site) SiteStats {
+func (w *Watcher) stats(s *site, withStack bool) SiteStats {
 	executed := s.executed.Load()
 	cleared := s.cleared.Load()
 	registered := s.registered.Load()
@@ -139,10 +149,12 @@ func (w *Watcher) stats(s *site) SiteStats {
 	if done := executed + cleared; registered > done {
 		st.Outstanding = registered - done
 	}
-	if s.stack != nil {
+	switch {
+	case !withStack:
+	case s.stack != nil:
 		st.Stack = s.stack.Frames()
 		st.PCs = s.stack.PCs()
-	} else {
+	default:
 		st.Stack = []stackcapture.Frame{st.Site}
 	}
 	s.ages.survived(w.cycles[s.kind].Load(), &st.Survived)
@@ -176,7 +188,7 @@ func (w *Watcher) Top(n int) []SiteStats {
 	if n < 0 {
 		panic("finalizerwatch.Top: negative n")
 	}
-	sites := w.Sites()
+	sites := w.SiteCounts() // stacks are symbolized for the winners only
 	slices.SortFunc(sites, func(a, b SiteStats) int {
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
@@ -198,7 +210,42 @@ func (w *Watcher) Top(n int) []SiteStats {
 	if n > 0 && n < len(sites) {
 		sites = sites[:n]
 	}
+	w.fillStacks(sites)
 	return sites
+}
+
+// fillStacks sets Stack and PCs of sites from the first ledger entry of
+// each site.
+func (w *Watcher) fillStacks(sites []SiteStats) {
+	type key struct {
+		kind Kind
+		fn   string
+		file string
+		line int
+	}
+	want := make(map[key]int, len(sites))
+	for i := range sites {
+		want[key{sites[i].Kind, sites[i].Site.Function, sites[i].Site.File, sites[i].Site.Line}] = i
+	}
+	fill := func(s *site) {
+		f := s.siteFrame()
+		i, ok := want[key{s.kind, f.Function, f.File, f.Line}]
+		if !ok || sites[i].Stack != nil {
+			return
+		}
+		if s.stack != nil {
+			sites[i].Stack, sites[i].PCs = s.stack.Frames(), s.stack.PCs()
+		} else {
+			sites[i].Stack = []stackcapture.Frame{sites[i].Site}
+		}
+	}
+	w.sites.Range(func(_ siteKey, s *site) bool {
+		fill(s)
+		return true
+	})
+	for k := range w.overflow {
+		fill(&w.overflow[k])
+	}
 }
 
 // Totals is a ledger summed over every site of one kind.

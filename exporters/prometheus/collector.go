@@ -55,7 +55,7 @@ func New(opts ...Option) (*Collector, error) {
 		cfg:    cfg,
 		d:      descriptors(),
 		bounds: finalizerwatch.DurationBounds(),
-		sites:  cfg.watcher.Sites,
+		sites:  cfg.watcher.SiteCounts,
 	}
 	n := vecLen(c.bounds)
 	for k, kind := range finalizerwatch.Kinds {
