@@ -17,10 +17,12 @@
 #	                    version (default $HOME/.cache/gcprobe)
 #	GCPROBE_PROMETHEUS  path of the prometheus server binary
 #	GCPROBE_PROMTOOL    path of promtool
+#	GCPROBE_OTELCOL     path of an OpenTelemetry Collector built for the tests
+#	KUBEBUILDER_ASSETS  folder with etcd, kube-apiserver and kubectl (envtest)
 #
 # Each tool has its own gcprobe_testenv_* function; gcprobe_testenv_main runs
-# them in order. To add a tool, write a function next to the placeholders
-# below and call it from gcprobe_testenv_main.
+# them in order. To add a tool, write a function next to the others and
+# call it from gcprobe_testenv_main.
 
 # Build outputs (collector, envtest binaries) go here, never into the repo.
 GCPROBE_CACHE="${GCPROBE_CACHE:-${HOME:-/tmp}/.cache/gcprobe}"
@@ -92,11 +94,7 @@ gcprobe_testenv_prometheus() {
 	gcprobe_testenv_log "GCPROBE_PROMTOOL=$tool ($(gcprobe_testenv_first_line "$tool" --version))"
 }
 
-# gcprobe_testenv_otelcol is the place for the OpenTelemetry Collector.
-#
-# TODO(otlp owner): build it with the collector builder (see
-# shared/RECIPES.md) into "$GCPROBE_CACHE/otelcol-<version>/", reuse an
-# existing build, and export GCPROBE_OTELCOL with its path.
+# gcprobe_testenv_otelcol provides the OpenTelemetry Collector.
 gcprobe_testenv_otelcol() {
 	# Builds a collector with the OTLP receiver, the debug exporter and the
 	# contrib file exporter using the collector builder (nothing serves a
@@ -156,11 +154,7 @@ EOF_MANIFEST
 	gcprobe_testenv_log "GCPROBE_OTELCOL=$bin ($(gcprobe_testenv_first_line "$bin" --version))"
 }
 
-# gcprobe_testenv_envtest is the place for the envtest control plane.
-#
-# TODO(controller-runtime owner): build etcd and kube-apiserver (see
-# shared/RECIPES.md) into "$GCPROBE_CACHE/envtest-<version>/", link kubectl
-# there, reuse an existing build, and export KUBEBUILDER_ASSETS.
+# gcprobe_testenv_envtest provides the envtest control plane.
 gcprobe_testenv_envtest() {
 	# Builds the envtest control plane from source, since setup-envtest
 	# cannot download here: etcd and kube-apiserver, each in a scratch
