@@ -22,9 +22,11 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
-		// The runtime's own cleanup goroutine, caught while it runs a
-		// cleanup: goleak v1.3.0 does not know it as a system goroutine.
-		goleak.IgnoreAnyFunction("runtime.runCleanups"))
+		// The runtime's own cleanup and finalizer goroutines, caught
+		// while they run a callback: goleak v1.3.0 does not know them as
+		// system goroutines.
+		goleak.IgnoreAnyFunction("runtime.runCleanups"),
+		goleak.IgnoreAnyFunction("runtime.runFinalizers"))
 }
 
 // What controller-runtime's manager asks of a Runnable, without importing
