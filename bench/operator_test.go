@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // workers is the number of reconcile workers of BenchmarkOperator, as
@@ -118,8 +120,8 @@ func TestOperatorWorkload(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		n = 120
 	}
-	finLine := markerLine(t, "workload_test.go", "workload finalizer")
-	clnLine := markerLine(t, "workload_test.go", "workload cleanup")
+	finLine := testkit.MarkerLine(t, "workload_test.go", "workload finalizer")
+	clnLine := testkit.MarkerLine(t, "workload_test.go", "workload cleanup")
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			e, err := startEnv(mode, 0)

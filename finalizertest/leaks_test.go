@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // thing is big enough never to be tiny-allocated.
@@ -72,8 +74,8 @@ func TestVerifyNoneNamesPlantedLeaks(t *testing.T) {
 	w := newWatcher(t)
 	plantSelfLeaks(w, 10, 4)
 	churn(w, 200)
-	finLine := markerLine(t, "leaks_test.go", "self-finalizer")
-	cleanLine := markerLine(t, "leaks_test.go", "self-cleanup")
+	finLine := testkit.MarkerLine(t, "leaks_test.go", "self-finalizer")
+	cleanLine := testkit.MarkerLine(t, "leaks_test.go", "self-cleanup")
 
 	ft := &fakeT{}
 	VerifyNone(ft, WithWatcher(w))
@@ -99,7 +101,7 @@ func TestVerifyNoneNamesPlantedLeaks(t *testing.T) {
 		}
 	}
 	for _, healthy := range []string{"churn-finalizer", "churn-cleanup"} {
-		if line := markerLine(t, "leaks_test.go", healthy); strings.Contains(msg, fmt.Sprintf("leaks_test.go:%d", line)) {
+		if line := testkit.MarkerLine(t, "leaks_test.go", healthy); strings.Contains(msg, fmt.Sprintf("leaks_test.go:%d", line)) {
 			t.Errorf("report names the healthy site %s:\n%s", healthy, msg)
 		}
 	}
@@ -188,8 +190,8 @@ func TestIgnoreCurrentReportsTheExcess(t *testing.T) {
 	if err := Find(WithWatcher(w), baseline); !errors.As(err, &le) {
 		t.Fatalf("Find returned %v, want a *LeakError", err)
 	}
-	keptLine := markerLine(t, "leaks_test.go", "kept")
-	cleanLine := markerLine(t, "leaks_test.go", "kept-cleanup")
+	keptLine := testkit.MarkerLine(t, "leaks_test.go", "kept")
+	cleanLine := testkit.MarkerLine(t, "leaks_test.go", "kept-cleanup")
 	if len(le.Leaks) != 2 {
 		t.Fatalf("%d leaks, want 2:\n%v", len(le.Leaks), le)
 	}
@@ -216,8 +218,8 @@ func TestIgnoreSiteAndFunction(t *testing.T) {
 	w := newWatcher(t)
 	kept := plantKept(w, 2)
 	cleanups := plantKeptCleanups(w, 3)
-	keptLine := markerLine(t, "leaks_test.go", "kept")
-	cleanLine := markerLine(t, "leaks_test.go", "kept-cleanup")
+	keptLine := testkit.MarkerLine(t, "leaks_test.go", "kept")
+	cleanLine := testkit.MarkerLine(t, "leaks_test.go", "kept-cleanup")
 	const pkg = "github.com/gcprobe/probe/finalizertest."
 
 	tests := []struct {
@@ -291,7 +293,7 @@ func TestDeadlineWithBlockedFinalizer(t *testing.T) {
 	o := &thing{}
 	w.SetFinalizer(o, func(*thing) { <-release }) // marker: blocked
 	o = nil
-	line := markerLine(t, "leaks_test.go", "blocked")
+	line := testkit.MarkerLine(t, "leaks_test.go", "blocked")
 
 	start := time.Now()
 	err := Find(WithWatcher(w), WithDeadline(300*time.Millisecond))

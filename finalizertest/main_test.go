@@ -2,10 +2,8 @@ package finalizertest
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/metrics"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,23 +41,6 @@ func newWatcher(t testing.TB) *finalizerwatch.Watcher {
 	}
 	t.Cleanup(w.Close)
 	return w
-}
-
-// markerLine returns the line of file (in this package) that ends with the
-// comment "// marker: name", where a test plants a registration.
-func markerLine(t testing.TB, file, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, file)
-	return 0
 }
 
 // await polls cond, forcing GC, until it holds or the deadline passes.

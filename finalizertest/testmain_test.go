@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // fakeM stands for *testing.M: its Run runs run.
@@ -35,7 +37,7 @@ func hookExit(t *testing.T) (code *int, out *bytes.Buffer) {
 func TestVerifyTestMain(t *testing.T) {
 	var kept []*thing // what the leaking "tests" keep
 	t.Cleanup(func() { runtime.KeepAlive(kept) })
-	leakLine := markerLine(t, "testmain_test.go", "testmain-leak")
+	leakLine := testkit.MarkerLine(t, "testmain_test.go", "testmain-leak")
 
 	tests := []struct {
 		name     string

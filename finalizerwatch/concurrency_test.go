@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/stackcapture"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // 64 goroutines register 100 000 times each, from four sites, clearing one
@@ -53,7 +55,7 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 	}
 	lines := map[string]int{}
 	for _, m := range []string{"conc-fin", "conc-fin-cleared", "conc-cleanup", "conc-cleanup-stopped"} {
-		lines[m] = markerLine(t, "concurrency_test.go", m)
+		lines[m] = testkit.MarkerLine(t, "concurrency_test.go", m)
 	}
 	check := func(drained bool) bool {
 		ok := true
@@ -143,7 +145,7 @@ func TestMillionDistinctStacksBounded(t *testing.T) {
 	if ov.Stacks == 0 {
 		t.Fatalf("no stack overflow counted: %+v", ov)
 	}
-	line := markerLine(t, "concurrency_test.go", "distinct-stacks")
+	line := testkit.MarkerLine(t, "concurrency_test.go", "distinct-stacks")
 	s, ok := siteByLine(w.Sites(), line)
 	if !ok || s.Registered != 1<<depth || ov.Sites != 0 {
 		t.Fatalf("site registered %d (overflow %d), want %d", s.Registered, ov.Sites, 1<<depth)

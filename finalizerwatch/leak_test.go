@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"weak"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // thing is big enough never to be tiny-allocated.
@@ -53,10 +55,10 @@ func TestTopNamesPlantedLeaks(t *testing.T) {
 	plantMapLeak(w, 7)
 	churn(w, 2000)
 	churnCleanups(w, 2000)
-	selfLine := markerLine(t, "leak_test.go", "self-leak")
-	mapLine := markerLine(t, "leak_test.go", "map-leak")
-	churnLine := markerLine(t, "leak_test.go", "churn")
-	cleanLine := markerLine(t, "leak_test.go", "churn-cleanups")
+	selfLine := testkit.MarkerLine(t, "leak_test.go", "self-leak")
+	mapLine := testkit.MarkerLine(t, "leak_test.go", "map-leak")
+	churnLine := testkit.MarkerLine(t, "leak_test.go", "churn")
+	cleanLine := testkit.MarkerLine(t, "leak_test.go", "churn-cleanups")
 
 	awaitCycles(t, w, 5)
 	await(t, "healthy sites to drain", func() bool {
@@ -104,7 +106,7 @@ func TestTopNamesPlantedLeaks(t *testing.T) {
 func TestSuspectsAgeWithCycles(t *testing.T) {
 	var w *Watcher
 	t.Cleanup(func() { clear(leakedThings) })
-	line := markerLine(t, "leak_test.go", "map-leak")
+	line := testkit.MarkerLine(t, "leak_test.go", "map-leak")
 	// A GC may run at any time; retry until the registrations were made
 	// within one cycle, so their age is known exactly.
 	var born uint64
@@ -179,8 +181,8 @@ func TestClearingLeavesNothingOutstanding(t *testing.T) {
 		c.Stop() // a second Stop changes nothing
 	}
 	objs = nil
-	finLine := markerLine(t, "leak_test.go", "cleared")
-	cleanLine := markerLine(t, "leak_test.go", "stopped")
+	finLine := testkit.MarkerLine(t, "leak_test.go", "cleared")
+	cleanLine := testkit.MarkerLine(t, "leak_test.go", "stopped")
 	await(t, "the one cleanup left to run", func() bool {
 		s, _ := siteByLine(w.Sites(), cleanLine)
 		return s.Executed == 1

@@ -1,9 +1,7 @@
 package finalizerwatch
 
 import (
-	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,23 +52,6 @@ func await(t testing.TB, what string, cond func() bool) {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-}
-
-// markerLine returns the line of file (in this package) that ends with the
-// comment "// marker: name", where a test plants a registration.
-func markerLine(t testing.TB, file, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, file)
-	return 0
 }
 
 // siteByLine finds the stats of the site on line in stats.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/stackcapture"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // leakObj is big enough never to be tiny-allocated.
@@ -59,9 +61,9 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 	plantFinalizerLeak(w, 5)
 	plantCleanupLeak(w, 3)
 	churn(w, 100)
-	finLine := markerLine(t, "leakreport_test.go", "finalizer-leak")
-	clnLine := markerLine(t, "leakreport_test.go", "cleanup-leak")
-	churnLine := markerLine(t, "leakreport_test.go", "churn")
+	finLine := testkit.MarkerLine(t, "leakreport_test.go", "finalizer-leak")
+	clnLine := testkit.MarkerLine(t, "leakreport_test.go", "cleanup-leak")
+	churnLine := testkit.MarkerLine(t, "leakreport_test.go", "churn")
 	await(t, "planted sites to become suspects and churn to drain", func() bool {
 		return siteOn(w, finLine).Suspect == 5 && siteOn(w, clnLine).Suspect == 3 &&
 			siteOn(w, churnLine).Executed == 100

@@ -2,10 +2,8 @@ package tracing
 
 import (
 	"context"
-	"os"
 	"reflect"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -86,23 +84,6 @@ func attrs(t testing.TB, kvs []attribute.KeyValue) map[string]any {
 		m[string(kv.Key)] = kv.Value.AsInterface()
 	}
 	return m
-}
-
-// markerLine returns the line of file (in this package) that ends with the
-// comment "// marker: name", where a test plants a registration.
-func markerLine(t testing.TB, file, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, file)
-	return 0
 }
 
 // await forces GC cycles until cond holds, failing after a deadline.

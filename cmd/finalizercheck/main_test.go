@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // TestFixModule runs the command as a user would: it builds finalizercheck,
@@ -61,8 +63,8 @@ func TestFixModule(t *testing.T) {
 	if out := mustRun(t, mod, env, gocmd, "run", "."); !strings.HasPrefix(out, "sites: 0\n") {
 		t.Fatalf("the unfixed demo sees sites:\n%s", out)
 	}
-	dial := markerLine(t, filepath.Join(mod, "pool.go"), "dial")
-	buffer := markerLine(t, filepath.Join(mod, "pool.go"), "buffer")
+	dial := testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "dial")
+	buffer := testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "buffer")
 
 	// Reported by the command and under go vet, without changing anything.
 	for _, args := range [][]string{
@@ -97,8 +99,8 @@ func TestFixModule(t *testing.T) {
 	}
 	t.Logf("pool.go after -fix:\n%s", fixed)
 	// The fix moved the lines: find them again.
-	dial = markerLine(t, filepath.Join(mod, "pool.go"), "dial")
-	buffer = markerLine(t, filepath.Join(mod, "pool.go"), "buffer")
+	dial = testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "dial")
+	buffer = testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "buffer")
 	mustRun(t, mod, env, gocmd, "build", "./...")
 	mustRun(t, mod, env, bin, "./...")
 	out := mustRun(t, mod, env, gocmd, "run", ".")
@@ -159,20 +161,4 @@ func writeFile(t *testing.T, name, content string) {
 	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// markerLine returns the line of file that ends with "// marker: name".
-func markerLine(t *testing.T, file, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, file)
-	return 0
 }

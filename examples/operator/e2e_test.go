@@ -38,6 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/gcprobe/probe/examples/operator/internal/controller"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // syncBuffer collects log output while the test reads it.
@@ -73,22 +75,6 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 		}
 		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
 	}
-}
-
-// markerLine returns the file and line that carry "// marker: name".
-func markerLine(t *testing.T, path, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, path)
-	return 0
 }
 
 // freeAddr returns a loopback address with a port free a moment ago. The
@@ -301,7 +287,7 @@ func TestE2E(t *testing.T) {
 
 	// (b) The planted Go finalizer leak, by line, in /metrics and in the
 	// profile. Suspects need GC cycles: force them.
-	leakLine := markerLine(t, "internal/controller/reconciler.go", "operator-leak")
+	leakLine := testkit.MarkerLine(t, "internal/controller/reconciler.go", "operator-leak")
 	site := fmt.Sprintf(`reconciler\.go:%d`, leakLine)
 	outstanding := regexp.MustCompile(`gcprobe_finalizers_outstanding\{[^}]*site="[^"]*` + site + `"[^}]*\} ([0-9.e+]+)`)
 	suspect := regexp.MustCompile(`gcprobe_finalizers_suspect_objects\{[^}]*site="[^"]*` + site + `"[^}]*\} ([0-9.e+]+)`)

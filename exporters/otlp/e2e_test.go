@@ -20,6 +20,8 @@ import (
 	otlpexporter "github.com/gcprobe/probe/exporters/otlp"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/tracing"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // e2eObj is big enough never to be tiny-allocated.
@@ -55,7 +57,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 	}
 	t.Cleanup(w.Close)
 	plantE2ELeak(w, 4)
-	line := markerLine(t, "e2e_test.go", "e2e-leak")
+	line := testkit.MarkerLine(t, "e2e_test.go", "e2e-leak")
 	deadline := time.Now().Add(20 * time.Second)
 	for top := w.Top(1); len(top) == 0 || top[0].Suspect < 4; top = w.Top(1) {
 		if time.Now().After(deadline) {
@@ -342,21 +344,4 @@ func (c *collector) findSpan(t *testing.T, service, name string) (jsonSpan, bool
 		}
 	}
 	return jsonSpan{}, false
-}
-
-// markerLine returns the line of file (in this package) that ends with the
-// comment "// marker: name".
-func markerLine(t *testing.T, file, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, file)
-	return 0
 }

@@ -1,9 +1,7 @@
 package pprofexporter
 
 import (
-	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -83,20 +81,4 @@ func await(t testing.TB, what string, cond func() bool) {
 		runtime.GC()
 		runtime.Gosched()
 	}
-}
-
-// markerLine returns the line of file that ends with "// marker: name".
-func markerLine(t testing.TB, file, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, file)
-	return 0
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/google/pprof/profile"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // writeParse writes the profile of w and parses it back.
@@ -65,7 +67,7 @@ func TestProfile(t *testing.T) {
 	}
 
 	const pkg = "github.com/gcprobe/probe/exporters/pprof."
-	leak := sampleAt(p, pkg+"plantLeak", markerLine(t, "main_test.go", "leak"))
+	leak := sampleAt(p, pkg+"plantLeak", testkit.MarkerLine(t, "main_test.go", "leak"))
 	if leak == nil {
 		t.Fatalf("no sample at the planted leak:\n%v", p)
 	}
@@ -87,7 +89,7 @@ func TestProfile(t *testing.T) {
 		t.Errorf("leak stack %v lacks plantedWatcher", fns)
 	}
 
-	churn := sampleAt(p, pkg+"churn", markerLine(t, "main_test.go", "churn"))
+	churn := sampleAt(p, pkg+"churn", testkit.MarkerLine(t, "main_test.go", "churn"))
 	if churn == nil {
 		t.Fatal("no sample at the churn")
 	}

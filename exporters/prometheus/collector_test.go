@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // kept holds the objects that tests leak on purpose, so that their
@@ -62,7 +64,7 @@ func siteLabel(t *testing.T, fn any, name string) string {
 	f := stackcapture.Frame{
 		Function: runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name(),
 		File:     file,
-		Line:     markerLine(t, "collector_test.go", name),
+		Line:     testkit.MarkerLine(t, "collector_test.go", name),
 	}
 	return f.String()
 }

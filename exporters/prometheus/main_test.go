@@ -1,9 +1,7 @@
 package promexporter
 
 import (
-	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,21 +74,4 @@ func awaitCycles(t testing.TB, w *finalizerwatch.Watcher, n uint64) {
 	await(t, "GC cycles", func() bool {
 		return w.Cycles(finalizerwatch.KindFinalizer) >= fin && w.Cycles(finalizerwatch.KindCleanup) >= cln
 	})
-}
-
-// markerLine returns the line of file (in this directory) that ends with
-// the comment "// marker: name", where a test registers.
-func markerLine(t testing.TB, file, name string) int {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, l := range strings.Split(string(src), "\n") {
-		if strings.HasSuffix(l, "// marker: "+name) {
-			return i + 1
-		}
-	}
-	t.Fatalf("no marker %q in %s", name, file)
-	return 0
 }
