@@ -132,12 +132,19 @@ func TestDemoFindsPlantedLeaks(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	table := out.String()
-	for _, w := range want {
-		if !strings.Contains(table, w) {
-			t.Errorf("the printed table does not name %s:\n%s", w, table)
+	// The table is printed every second: poll for one that names both.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		table := out.String()
+		if strings.Contains(table, want[0]) && strings.Contains(table, want[1]) {
+			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the printed table does not name %v after 30s:\n%s", want, table)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	table := out.String()
 	if !strings.Contains(table, "go tool pprof -top "+base+"/debug/pprof/finalizers") {
 		t.Errorf("the demo does not print the pprof command")
 	}
