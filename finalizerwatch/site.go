@@ -188,6 +188,9 @@ var durationBoundsSeconds = func() []float64 {
 // SiteStats.Duration. The slice is a copy.
 func DurationBounds() []float64 { return append([]float64(nil), durationBoundsSeconds...) }
 
+// durBuckets is the number of buckets of a run-time histogram.
+const durBuckets = len(durationBounds) + 1
+
 // durHist is a fixed-bucket histogram of run times updated with atomics.
 type durHist struct {
 	counts [len(durationBounds) + 1]atomic.Uint64
@@ -206,8 +209,10 @@ func (h *durHist) observe(d time.Duration) {
 	h.sumNs.Add(uint64(d))
 }
 
-func (h *durHist) snapshot() Histogram {
-	out := Histogram{Bounds: durationBoundsSeconds, Counts: make([]uint64, len(h.counts))}
+// snapshot reads the histogram; its Counts are counts[:buckets], which
+// the caller supplies (one backing array serves a whole ledger read).
+func (h *durHist) snapshot(counts []uint64) Histogram {
+	out := Histogram{Bounds: durationBoundsSeconds, Counts: counts[:len(h.counts):len(h.counts)]}
 	for i := range h.counts {
 		out.Counts[i] = h.counts[i].Load()
 		out.Count += out.Counts[i]

@@ -66,14 +66,27 @@ func (w *Watcher) Stacks() []SiteStats { return w.entries(true) }
 
 func (w *Watcher) entries(withStacks bool) []SiteStats {
 	w.init()
-	out := make([]SiteStats, 0, w.sites.Len()+2)
+	n := w.sites.Len() + len(w.overflow)
+	out := make([]SiteStats, 0, n)
+	// One backing array for every entry's histogram counts, rather than
+	// an allocation per entry. Entries inserted while this runs may
+	// outgrow it; they get arrays of their own.
+	counts := make([]uint64, n*durBuckets)
+	next := func() []uint64 {
+		if len(counts) < durBuckets {
+			return make([]uint64, durBuckets)
+		}
+		c := counts[:durBuckets:durBuckets]
+		counts = counts[durBuckets:]
+		return c
+	}
 	w.sites.Range(func(_ siteKey, s *site) bool {
-		out = append(out, w.stats(s, withStacks))
+		out = append(out, w.stats(s, withStacks, next()))
 		return true
 	})
 	for k := range w.overflow {
 		if w.overflow[k].registered.Load() > 0 {
-			out = append(out, w.stats(&w.overflow[k], withStacks))
+			out = append(out, w.stats(&w.overflow[k], withStacks, next()))
 		}
 	}
 	return out
@@ -121,11 +134,10 @@ func (a *SiteStats) merge(b *SiteStats) {
 	for i := range a.Survived {
 		a.Survived[i] += b.Survived[i]
 	}
-	counts := make([]uint64, len(a.Duration.Counts))
-	for i := range counts {
-		counts[i] = a.Duration.Counts[i] + b.Duration.Counts[i]
+	// In place: every SiteStats owns its Counts.
+	for i := range a.Duration.Counts {
+		a.Duration.Counts[i] += b.Duration.Counts[i]
 	}
-	a.Duration.Counts = counts
 	a.Duration.Count += b.Duration.Count
 	a.Duration.Sum += b.Duration.Sum
 	a.Score += b.Score
@@ -134,7 +146,7 @@ func (a *SiteStats) merge(b *SiteStats) {
 // stats reads one entry. Executed and cleared are loaded before registered,
 // so that Outstanding never underflows: every run counted was registered
 // first.
-func (w *Watcher) stats(s *site, withStack bool) SiteStats {
+func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 	executed := s.executed.Load()
 	cleared := s.cleared.Load()
 	registered := s.registered.Load()
@@ -144,7 +156,7 @@ func (w *Watcher) stats(s *site, withStack bool) SiteStats {
 		Registered: registered,
 		Executed:   executed,
 		Cleared:    cleared,
-		Duration:   s.dur.snapshot(),
+		Duration:   s.dur.snapshot(counts),
 	}
 	if done := executed + cleared; registered > done {
 		st.Outstanding = registered - done
