@@ -1,9 +1,12 @@
 package finalizerwatch
 
 import (
+	"cmp"
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/gcprobe/probe/stackcapture"
 )
 
 func panicMessage(f func()) (msg string) {
@@ -131,5 +134,27 @@ func TestCleanupOnGlobalIsNotCounted(t *testing.T) {
 	c.Stop()
 	if tot := w.Totals(KindCleanup); tot.Registered != 0 || tot.Outstanding != 0 {
 		t.Fatalf("cleanup on a global counted: %+v", tot)
+	}
+}
+
+func TestCompareRank(t *testing.T) {
+	site := func(score float64, suspect uint64, fn string, line int) SiteStats {
+		return SiteStats{Score: score, Suspect: suspect, Site: stackcapture.Frame{Function: fn, File: "/x.go", Line: line}}
+	}
+	ordered := []SiteStats{
+		site(9, 1, "a.f", 1),
+		site(3, 5, "a.f", 1),
+		site(3, 4, "a.f", 1),
+		site(0, 0, "a.f", 9),
+		site(0, 0, "a.f", 10), // lines compare as numbers
+		site(0, 0, "b.g", 1),
+	}
+	for i := range ordered {
+		for j := range ordered {
+			got := CompareRank(&ordered[i], &ordered[j])
+			if want := cmp.Compare(i, j); (got < 0) != (want < 0) || (got == 0) != (want == 0) {
+				t.Errorf("CompareRank(%d, %d) = %d, want the sign of %d", i, j, got, want)
+			}
+		}
 	}
 }

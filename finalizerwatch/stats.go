@@ -194,36 +194,49 @@ func suspectScore(survived *[AgeBuckets]uint64, n int) (suspect uint64, score fl
 // cycle or two never scores, however many are made, so high but healthy
 // churn ranks below a handful of objects that stay; a site that keeps
 // leaking scores more with every cycle, both because its old registrations
-// age and because new ones join them. Ties are broken by suspects, then
-// outstanding, then registrations, then the site's name.
+// age and because new ones join them. Ties are broken as CompareRank
+// says.
 func (w *Watcher) Top(n int) []SiteStats {
 	if n < 0 {
 		panic("finalizerwatch.Top: negative n")
 	}
 	sites := w.SiteCounts() // stacks are symbolized for the winners only
-	slices.SortFunc(sites, func(a, b SiteStats) int {
-		if c := cmp.Compare(b.Score, a.Score); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Suspect, a.Suspect); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Outstanding, a.Outstanding); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Registered, a.Registered); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Site.String(), b.Site.String())
-	})
+	slices.SortFunc(sites, func(a, b SiteStats) int { return CompareRank(&a, &b) })
 	if n > 0 && n < len(sites) {
 		sites = sites[:n]
 	}
 	w.fillStacks(sites)
 	return sites
+}
+
+// CompareRank is Top's order: negative when a ranks before b (is more
+// likely to leak). By score, then suspects, outstanding and registrations,
+// all descending; then kind, function, file and line, ascending, so that
+// the order is total and the same on every call. It allocates nothing, for
+// callers that select a top K themselves without sorting everything.
+func CompareRank(a, b *SiteStats) int {
+	if c := cmp.Compare(b.Score, a.Score); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Suspect, a.Suspect); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Outstanding, a.Outstanding); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.Registered, a.Registered); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Site.Function, b.Site.Function); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Site.File, b.Site.File); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Site.Line, b.Site.Line)
 }
 
 // fillStacks sets Stack and PCs of sites from the first ledger entry of

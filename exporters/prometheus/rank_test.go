@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,68 +20,6 @@ func sign(x int) int {
 		return 1
 	}
 	return 0
-}
-
-func TestCompareSiteName(t *testing.T) {
-	f := func(fn, file string, line int) stackcapture.Frame {
-		return stackcapture.Frame{Function: fn, File: file, Line: line}
-	}
-	tests := []struct {
-		name string
-		a, b stackcapture.Frame
-	}{
-		{"equal", f("a.f", "/x.go", 1), f("a.f", "/x.go", 1)},
-		{"function", f("a.f", "/x.go", 1), f("a.g", "/x.go", 1)},
-		{"function prefix", f("a.f", "/x.go", 1), f("a.ff", "/x.go", 1)},
-		{"file", f("a.f", "/x.go", 1), f("a.f", "/y.go", 1)},
-		{"file prefix", f("a.f", "/x.go", 1), f("a.f", "/x.gox", 1)},
-		{"lines compare as text", f("a.f", "/x.go", 9), f("a.f", "/x.go", 10)},
-		{"line prefix", f("a.f", "/x.go", 1), f("a.f", "/x.go", 12)},
-		{"unknown", f("", "", 0), f("a.f", "/x.go", 1)},
-		{"both unknown", f("", "", 0), f("", "", 0)},
-		{"space in function", f("a b", "/x.go", 1), f("a", "b /x.go", 1)},
-		{"colon in file", f("a.f", "C:", 1), f("a.f", "C", 1)},
-		{"separator tie", f("a", "b:1 /x.go", 2), f("a", "b", 1)},
-		{"bytes below space", f("a.f", "/x.go", 1), f("a.f\t", "/x.go", 1)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			want := strings.Compare(tt.a.String(), tt.b.String())
-			if got := sign(compareSiteName(tt.a, tt.b)); got != want {
-				t.Errorf("compareSiteName(%q, %q) = %d, want %d", tt.a, tt.b, got, want)
-			}
-			if got := sign(compareSiteName(tt.b, tt.a)); got != -want {
-				t.Errorf("compareSiteName(%q, %q) = %d, want %d", tt.b, tt.a, got, -want)
-			}
-		})
-	}
-
-	// Random names over an alphabet rich in separators and digits.
-	rng := rand.New(rand.NewPCG(1, 2))
-	word := func() string {
-		const alphabet = "ab :1/"
-		b := make([]byte, rng.IntN(4))
-		for i := range b {
-			b[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		return string(b)
-	}
-	for range 20000 {
-		a := f(word(), word(), rng.IntN(30))
-		b := f(word(), word(), rng.IntN(30))
-		if got, want := sign(compareSiteName(a, b)), strings.Compare(a.String(), b.String()); got != want {
-			t.Fatalf("compareSiteName(%q, %q) = %d, want %d", a, b, got, want)
-		}
-	}
-}
-
-func TestCompareSiteNameAllocs(t *testing.T) {
-	a := stackcapture.Frame{Function: "example.com/app.(*Server).open", File: "/src/app/server.go", Line: 120}
-	b := a
-	b.Line = 121
-	if n := testing.AllocsPerRun(100, func() { compareSiteName(a, b) }); n != 0 {
-		t.Errorf("compareSiteName allocates %v times", n)
-	}
 }
 
 // synthSites returns n synthetic sites, distinct per kind, with scores,
