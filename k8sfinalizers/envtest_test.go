@@ -26,6 +26,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // The envtest tests share one control plane (etcd and kube-apiserver,
@@ -105,7 +107,7 @@ func (r *quickReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 // the finalizer finally goes; an object deleted cleanly is never counted.
 func TestEnvtestStuckFinalizer(t *testing.T) {
 	cfg := envConfig(t)
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	reg := prometheus.NewPedanticRegistry()
 	const stuckAfter = 2 * time.Second
 	w, err := New(

@@ -1,7 +1,6 @@
 package k8sfinalizers
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"sync"
@@ -78,24 +77,6 @@ func obj(gvk schema.GroupVersionKind, ns, name string, deleted time.Time, finali
 		o.DeletionTimestamp = &dt
 	}
 	return o
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // eventually polls cond every few milliseconds until it holds or the

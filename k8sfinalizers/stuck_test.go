@@ -12,17 +12,19 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // reporters captures everything a watcher reports about stuck objects.
 type reporters struct {
-	logs  *syncBuffer
+	logs  *testkit.SyncBuffer
 	spans *tracetest.SpanRecorder
 	stuck chan StuckObject
 }
 
 func newReporters(t *testing.T) (*reporters, []Option) {
-	r := &reporters{logs: &syncBuffer{}, spans: tracetest.NewSpanRecorder(), stuck: make(chan StuckObject, 100)}
+	r := &reporters{logs: &testkit.SyncBuffer{}, spans: tracetest.NewSpanRecorder(), stuck: make(chan StuckObject, 100)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
 	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
 	return r, []Option{

@@ -16,37 +16,20 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/pprof/profile"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
-
-// syncBuffer collects the demo's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startDemo runs the demo in-process on a free loopback port and returns
 // its base URL; the demo stops when the test ends.
-func startDemo(t *testing.T) (base string, out *syncBuffer) {
+func startDemo(t *testing.T) (base string, out *testkit.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out = &syncBuffer{}
+	out = &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, out, "127.0.0.1:0", time.Second) }()
 	t.Cleanup(func() {
@@ -219,7 +202,7 @@ func TestPrometheusFindsPlantedLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	promAddr := freeAddr(t)
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	cmd := exec.Command(prom, "--config.file="+filepath.Join(dir, "prom.yml"), "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+promAddr)
 	cmd.Stdout, cmd.Stderr = &log, &log

@@ -14,7 +14,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,24 +40,6 @@ import (
 
 	"github.com/gcprobe/probe/internal/testkit"
 )
-
-// syncBuffer collects log output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // eventually polls cond until it holds or the deadline passes; cond may
 // report what it last saw, for the failure message.
@@ -135,7 +116,7 @@ func TestE2E(t *testing.T) {
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 		goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
 
-	ctrlLogs := &syncBuffer{}
+	ctrlLogs := &testkit.SyncBuffer{}
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(ctrlLogs, nil)))
 	env := &envtest.Environment{}
 	cfg, err := env.Start()
@@ -159,7 +140,7 @@ func TestE2E(t *testing.T) {
 	// The operator, in-process, with an in-memory span recorder.
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

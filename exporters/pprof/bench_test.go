@@ -5,37 +5,9 @@ import (
 	"testing"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
-
-// viaA and viaB call each other depth times, choosing by the bits of path,
-// then call fn: each path is a distinct stack, so with full stacks each
-// registration at the end is a ledger entry of its own.
-//
-//go:noinline
-func viaA(path uint, depth int, fn func()) {
-	if depth == 0 {
-		fn()
-		return
-	}
-	if path&1 == 0 {
-		viaA(path>>1, depth-1, fn)
-	} else {
-		viaB(path>>1, depth-1, fn)
-	}
-}
-
-//go:noinline
-func viaB(path uint, depth int, fn func()) {
-	if depth == 0 {
-		fn()
-		return
-	}
-	if path&1 == 0 {
-		viaA(path>>1, depth-1, fn)
-	} else {
-		viaB(path>>1, depth-1, fn)
-	}
-}
 
 // ledgerOf returns a watcher whose ledger has n entries (distinct stacks
 // of one site), their objects kept alive until the benchmark ends.
@@ -50,7 +22,7 @@ func ledgerOf(b *testing.B, n int) *finalizerwatch.Watcher {
 	objs := make([]*obj, 0, n)
 	b.Cleanup(func() { objs = nil })
 	for path := range uint(n) {
-		viaA(path, 11, func() {
+		testkit.AtPath(path, 11, func() {
 			o := new(obj)
 			w.SetFinalizer(o, finalizeObj)
 			objs = append(objs, o)

@@ -7,6 +7,8 @@ import (
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // The benchmarks compare the cost of a scrape of gcprobe with that of the
@@ -20,35 +22,6 @@ import (
 // stacks, with full stacks on), which Watcher.Sites reads and merges like
 // entries of distinct sites. The synthetic benchmark feeds 10 000 distinct
 // sites straight to the collector, leaving out what Sites costs.
-
-// viaA and viaB call each other depth times, choosing by the bits of path,
-// then call fn: each path is a distinct stack.
-//
-//go:noinline
-func viaA(path uint, depth int, fn func()) {
-	if depth == 0 {
-		fn()
-		return
-	}
-	if path&1 == 0 {
-		viaA(path>>1, depth-1, fn)
-	} else {
-		viaB(path>>1, depth-1, fn)
-	}
-}
-
-//go:noinline
-func viaB(path uint, depth int, fn func()) {
-	if depth == 0 {
-		fn()
-		return
-	}
-	if path&1 == 0 {
-		viaA(path>>1, depth-1, fn)
-	} else {
-		viaB(path>>1, depth-1, fn)
-	}
-}
 
 const benchPaths = 34 // stacks per generated site: 300 × 34 = 10 200 entries
 
@@ -67,7 +40,7 @@ func benchLedger(b *testing.B) *finalizerwatch.Watcher {
 	b.Cleanup(func() { objs = nil })
 	for _, register := range generatedSites {
 		for path := range uint(benchPaths) {
-			viaA(path, 6, func() {
+			testkit.AtPath(path, 6, func() {
 				o := new(siteObj)
 				register(w, o)
 				objs = append(objs, o)

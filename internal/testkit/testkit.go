@@ -3,8 +3,10 @@
 package testkit
 
 import (
+	"bytes"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -25,4 +27,52 @@ func MarkerLine(t testing.TB, file, name string) int {
 	}
 	t.Fatalf("no marker %q in %s", name, file)
 	return 0
+}
+
+// SyncBuffer is a bytes.Buffer that a logger, a child process's output and
+// a test can share.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what was written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// AtPath calls fn depth frames down through ViaA and ViaB, choosing
+// between them by the bits of path: every path is a distinct stack, so
+// that with full stacks each registration made in fn is a ledger entry of
+// its own.
+func AtPath(path uint, depth int, fn func()) { ViaA(path, depth, fn) }
+
+// ViaA is one of the two frames AtPath descends through.
+//
+//go:noinline
+func ViaA(path uint, depth int, fn func()) { via(path, depth, fn) }
+
+// ViaB is the other.
+//
+//go:noinline
+func ViaB(path uint, depth int, fn func()) { via(path, depth, fn) }
+
+func via(path uint, depth int, fn func()) {
+	switch {
+	case depth == 0:
+		fn()
+	case path&1 == 0:
+		ViaA(path>>1, depth-1, fn)
+	default:
+		ViaB(path>>1, depth-1, fn)
+	}
 }
