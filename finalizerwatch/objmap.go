@@ -49,8 +49,6 @@ type finEntry struct {
 	call callKind
 }
 
-func (m *objMap) init() {}
-
 // objHash is Fibonacci hashing: the top bits of the product choose the
 // shard, the bits below them the slot, and both are well spread even for
 // addresses that share their low (alignment) and high (arena) bits.

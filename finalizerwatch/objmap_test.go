@@ -9,7 +9,6 @@ import (
 // and removals in random order, growing and shrinking.
 func TestObjMapAgainstModel(t *testing.T) {
 	var m objMap
-	m.init()
 	model := map[uintptr]uint32{}
 	r := rand.New(rand.NewPCG(1, 2))
 	addrs := make([]uintptr, 5000)

@@ -283,7 +283,7 @@ type Totals struct {
 // Totals returns the ledger of kind k summed over all its sites.
 func (w *Watcher) Totals(k Kind) Totals {
 	t := Totals{Kind: k}
-	for _, s := range w.Stacks() {
+	for _, s := range w.entries(false) { // sums need no stacks
 		if s.Kind != k {
 			continue
 		}

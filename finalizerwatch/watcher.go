@@ -67,7 +67,6 @@ func (w *Watcher) init() {
 	w.initOnce.Do(func() {
 		w.sites = bounded.New[siteKey, site](w.cfg.maxSites)
 		w.stacks, _ = stackcapture.NewTable(stackcapture.WithLimit(w.cfg.maxStacks))
-		w.objs.init()
 		w.finFn = w.runFinalizer
 		w.stackEntries = w.cfg.maxSites - w.cfg.maxSites/8
 		for _, k := range Kinds {
