@@ -194,7 +194,7 @@ func BenchmarkFinalizerRun(b *testing.B) {
 		b.ReportAllocs()
 		b.ResetTimer()
 		for _, o := range objs {
-			w.runFinalizer(o) // what the runtime does when o is collected
+			runFinalizer(o) // what the runtime does when o is collected
 		}
 		b.StopTimer()
 		for _, o := range objs {

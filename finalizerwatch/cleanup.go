@@ -2,8 +2,11 @@ package finalizerwatch
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -19,23 +22,23 @@ type Cleanup struct {
 
 // Stop cancels the cleanup call, as runtime.Cleanup.Stop does: it has no
 // effect if the cleanup has already been queued for execution or run. A
-// stopped registration counts as cleared. Stop on the zero Cleanup does
-// nothing.
+// stopped registration counts as cleared; if the runtime had already queued
+// the cleanup, so that it runs after all, it counts as executed instead,
+// once it runs. Stop on the zero Cleanup does nothing.
 func (c Cleanup) Stop() {
-	if c.h == nil {
-		return
-	}
 	c.c.Stop()
-	if c.h.state.CompareAndSwap(cleanupPending, cleanupStopped) {
+	if c.h != nil && c.h.state.CompareAndSwap(cleanupPending, cleanupStopped) {
 		c.h.site.cleared.Add(1)
-		c.h.site.ages.remove(c.h.cyc, c.h.w.cycles[KindCleanup].Load())
+		c.h.site.done(c.h.cyc)
 	}
 }
 
 // The states of a cleanup registration, which decide whether it is counted
-// as executed or as cleared. If Stop loses the race with a cleanup that was
-// already queued, the cleanup still runs (as the runtime defines) and is
-// counted as executed.
+// as executed or as cleared. runtime.Cleanup.Stop does not say whether it
+// removed the cleanup, so Stop counts it cleared at once; if the runtime
+// had already queued it, it runs later, finds the state stopped, and moves
+// its count from cleared to executed: every cleanup that runs is counted
+// executed exactly once, and one counted cleared never runs.
 const (
 	cleanupPending uint32 = iota
 	cleanupRan
@@ -43,7 +46,6 @@ const (
 )
 
 type cleanupHeader struct {
-	w     *Watcher
 	site  *site
 	cyc   uint32
 	state atomic.Uint32
@@ -67,15 +69,23 @@ type runner interface{ run() }
 func runCleanup(r runner) { r.run() }
 
 func (r *cleanupRec[S]) run() {
-	counted := r.h.state.CompareAndSwap(cleanupPending, cleanupRan)
 	start := time.Now()
 	r.fn(r.arg)
 	d := time.Since(start)
-	if counted {
-		r.h.site.executed.Add(1)
-		r.h.site.ages.remove(r.h.cyc, r.h.w.cycles[KindCleanup].Load())
-		r.h.site.dur.observe(d)
+	s := r.h.site
+	switch {
+	case r.h.state.CompareAndSwap(cleanupPending, cleanupRan):
+		s.executed.Add(1)
+		s.done(r.h.cyc)
+	case r.h.state.CompareAndSwap(cleanupStopped, cleanupRan):
+		// Stop came after the runtime had queued the cleanup: it did not
+		// stop it. Stop already took it off the outstanding ages.
+		s.executed.Add(1)
+		s.cleared.Add(^uint64(0))
+	default:
+		return // cannot happen: the runtime runs a cleanup once
 	}
+	s.dur.observe(d)
 }
 
 // AddCleanup is runtime.AddCleanup with the registration counted at its call
@@ -106,7 +116,7 @@ func AddCleanupTo[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S) Cleanup 
 }
 
 //go:noinline
-func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr) (c Cleanup) {
+func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr) Cleanup {
 	const fn = "finalizerwatch.AddCleanup"
 	if ptr == nil {
 		panic(fn + ": ptr is nil")
@@ -115,33 +125,93 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 		panic(fn + ": cleanup is nil")
 	}
 	if k := reflect.TypeFor[S]().Kind(); k == reflect.Pointer || k == reflect.UnsafePointer {
-		if *(*unsafe.Pointer)(unsafe.Pointer(&arg)) == unsafe.Pointer(ptr) {
+		a, p := uintptr(*(*unsafe.Pointer)(unsafe.Pointer(&arg))), uintptr(unsafe.Pointer(ptr))
+		if a == p {
 			panic(fn + ": ptr is equal to arg, cleanup will never run")
 		}
-	}
-	if unsafe.Sizeof(*ptr) == 0 {
-		// Zero-size objects share one address; the runtime ignores them.
-		return Cleanup{c: runtime.AddCleanup(ptr, cleanup, arg)}
+		// arg points into *ptr, so into ptr's allocation. The runtime
+		// refuses that unless the allocation is a 16-byte pointer-free
+		// block, which *ptr, larger, cannot be in.
+		if size := unsafe.Sizeof(*ptr); size > 16 && a > p && a-p < size {
+			panic(fn + ": ptr is within arg, cleanup will never run")
+		}
 	}
 	w.init()
 	s := w.siteFor(KindCleanup, pc, 2)
+	if !s.checked.Load() || checkFinalizers() {
+		verifyCleanup(ptr, cleanup, arg)
+		s.checked.Store(true)
+	}
 	r := &cleanupRec[S]{fn: cleanup, arg: arg}
-	r.h.w, r.h.site = w, s
+	r.h.site = s
 	// Counted before the runtime call: once AddCleanup returns, ptr may be
 	// collected and the cleanup run before this function goes on.
 	r.h.cyc = w.account(s)
 	defer func() {
 		if p := recover(); p != nil {
 			w.unaccount(s, r.h.cyc)
-			panic(fmt.Sprintf("%s: %v", fn, p))
+			panic(renamePanic(fn, p))
 		}
 	}()
 	rc := runtime.AddCleanup(ptr, runCleanup, runner(r))
 	if rc == (runtime.Cleanup{}) {
-		// The runtime registered nothing (ptr is not a heap object, e.g. a
-		// global): neither does the ledger.
+		// The runtime registered nothing (ptr is not a heap object: a
+		// global, or a zero-size object): neither does the ledger.
 		w.unaccount(s, r.h.cyc)
 		return Cleanup{}
 	}
 	return Cleanup{c: rc, h: &r.h}
 }
+
+// verifyCleanup makes the runtime's own checks of AddCleanup's arguments,
+// which the watcher's registration would escape: the runtime sees only the
+// watcher's record as the argument and runCleanup as the function, so it
+// can check neither arg against ptr's allocation (beyond what addCleanup
+// checks itself) nor the user's cleanup closure for a reference to ptr, and
+// a cleanup that can never run would be registered in silence. It registers
+// the user's cleanup with the runtime and stops it at once, so a bad
+// argument panics as runtime.AddCleanup does, renamed.
+//
+// That costs a second registration, so it runs on the first registration at
+// each call site (until one passes) and, with GODEBUG=checkfinalizers=1, on
+// every registration. A site whose later registrations differ from its
+// first in this respect is not checked again.
+func verifyCleanup[T, S any](ptr *T, cleanup func(S), arg S) {
+	defer func() {
+		if p := recover(); p != nil {
+			panic(renamePanic("finalizerwatch.AddCleanup", p))
+		}
+	}()
+	runtime.AddCleanup(ptr, cleanup, arg).Stop()
+	runtime.KeepAlive(ptr)
+}
+
+// renamePanic turns the runtime's panic value p into the message of fn's.
+func renamePanic(fn string, p any) string {
+	msg := fmt.Sprint(p)
+	if _, rest, ok := strings.Cut(msg, "runtime.AddCleanup: "); ok {
+		msg = rest
+	}
+	return fn + ": " + msg
+}
+
+// checkFinalizers reports whether GODEBUG=checkfinalizers is on: the
+// runtime then looks for finalizers and cleanups that can never run, and
+// the watcher checks every registration as carefully as the runtime does.
+func checkFinalizers() bool {
+	checkFinalizersOnce.Do(func() {
+		v := ""
+		for _, kv := range strings.Split(os.Getenv("GODEBUG"), ",") {
+			if val, ok := strings.CutPrefix(kv, "checkfinalizers="); ok {
+				v = val // the last setting wins, as in the runtime
+			}
+		}
+		checkFinalizersOn = v != "" && v != "0"
+	})
+	return checkFinalizersOn
+}
+
+var (
+	checkFinalizersOnce sync.Once
+	checkFinalizersOn   bool
+)

@@ -92,7 +92,7 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 		runtime.GC()
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := w.objs.len(); n != 0 {
+	if n := objs.count(w); n != 0 {
 		t.Fatalf("address table holds %d entries after the drain", n)
 	}
 }

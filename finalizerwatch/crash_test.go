@@ -63,7 +63,7 @@ func TestUserFinalizerPanicCrashesAsWithoutTheWatcher(t *testing.T) {
 	}
 	// The stack shows the user's finalizer, called from the watcher's
 	// wrapper, on the runtime's finalizer goroutine.
-	if !strings.Contains(out, "TestCrashHelperProcess.func1") || !strings.Contains(out, "(*Watcher).runFinalizer") {
+	if !strings.Contains(out, "TestCrashHelperProcess.func1") || !strings.Contains(out, "finalizerwatch.runFinalizer") {
 		t.Fatalf("stack of the watched crash:\n%s", out)
 	}
 }

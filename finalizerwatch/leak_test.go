@@ -163,12 +163,12 @@ func TestSuspectsAgeWithCycles(t *testing.T) {
 
 func TestClearingLeavesNothingOutstanding(t *testing.T) {
 	w := newWatcher(t)
-	objs := make([]*thing, 5)
-	for i := range objs {
-		objs[i] = &thing{}
-		w.SetFinalizer(objs[i], func(*thing) { t.Error("cleared finalizer ran") }) // marker: cleared
+	things := make([]*thing, 5)
+	for i := range things {
+		things[i] = &thing{}
+		w.SetFinalizer(things[i], func(*thing) { t.Error("cleared finalizer ran") }) // marker: cleared
 	}
-	for _, o := range objs {
+	for _, o := range things {
 		w.SetFinalizer(o, nil)
 	}
 	var got []int
@@ -181,7 +181,7 @@ func TestClearingLeavesNothingOutstanding(t *testing.T) {
 		c.Stop()
 		c.Stop() // a second Stop changes nothing
 	}
-	objs = nil
+	things = nil
 	finLine := testkit.MarkerLine(t, "leak_test.go", "cleared")
 	cleanLine := testkit.MarkerLine(t, "leak_test.go", "stopped")
 	await(t, "the one cleanup left to run", func() bool {
@@ -199,7 +199,7 @@ func TestClearingLeavesNothingOutstanding(t *testing.T) {
 	if len(got) != 1 || got[0] != 103 {
 		t.Errorf("cleanup received %v, want [103]", got)
 	}
-	if n := w.objs.len(); n != 0 {
+	if n := objs.count(w); n != 0 {
 		t.Errorf("address table holds %d entries after clearing", n)
 	}
 }

@@ -5,12 +5,25 @@ import (
 )
 
 // objMap finds the ledger entry of an object's finalizer by the object's
-// address. An entry exists exactly while the watcher's finalizer is set on
-// that object: it is added before runtime.SetFinalizer and removed when the
-// finalizer runs or is cleared, so a freed object's address, once reused,
-// never finds a stale entry. Keys are addresses (uintptr), not pointers:
-// the map must not keep the objects alive. It is bounded by the number of
-// live objects with a finalizer, which the runtime holds a record of anyway.
+// address. An entry is added before runtime.SetFinalizer and removed when
+// the finalizer runs or is cleared through finalizerwatch. Keys are
+// addresses (uintptr), not pointers: the map must not keep the objects
+// alive. It is bounded by the number of objects with a finalizer set
+// through finalizerwatch, which the runtime holds a record of anyway.
+//
+// There is one table per process (objs), shared by every Watcher, because
+// the runtime keeps one finalizer per object whoever set it: a clear made
+// through one Watcher finds the entry another one added.
+//
+// An entry can go stale: a finalizer set through finalizerwatch and then
+// cleared or replaced with runtime.SetFinalizer directly leaves its entry
+// behind, and once the object is freed its address can be reused. Nothing
+// tells the watcher when that happens (telling a freed object from a live
+// one at the same address would take a weak pointer per registration,
+// measured at several times the cost of runtime.SetFinalizer itself), so a
+// stale entry is resolved when its address is registered again: put
+// replaces it and returns it, and the caller counts it as cleared outside
+// the watcher.
 //
 // It is sharded, and each shard is an open-addressing table with linear
 // probing rather than a Go map: registrations come and go all the time,
@@ -41,7 +54,7 @@ type objSlot struct {
 }
 
 // finEntry is what the finalizer wrapper needs when the object's finalizer
-// runs or is cleared.
+// runs or is cleared. The site knows its Watcher.
 type finEntry struct {
 	site *site
 	fin  any // the user's finalizer
@@ -58,8 +71,12 @@ func (m *objMap) shard(h uint64) *objShard { return &m.shards[h>>(64-objShardBit
 
 func (s *objShard) home(h uint64) int { return int((h << objShardBits) >> (64 - s.bits)) }
 
-// insert adds e for addr unless addr already has an entry.
-func (m *objMap) insert(addr uintptr, e finEntry) bool {
+// objs is the process's address table.
+var objs objMap
+
+// put stores e for addr. If addr already had an entry, put replaces it and
+// returns the old one.
+func (m *objMap) put(addr uintptr, e finEntry) (old finEntry, replaced bool) {
 	h := objHash(addr)
 	s := m.shard(h)
 	s.mu.Lock()
@@ -70,15 +87,17 @@ func (m *objMap) insert(addr uintptr, e finEntry) bool {
 	i := s.home(h)
 	for s.slots[i].addr != 0 {
 		if s.slots[i].addr == addr {
+			old = s.slots[i].e
+			s.slots[i].e = e
 			s.mu.Unlock()
-			return false
+			return old, true
 		}
 		i = (i + 1) & mask
 	}
 	s.slots[i] = objSlot{addr: addr, e: e}
 	s.n++
 	s.mu.Unlock()
-	return true
+	return finEntry{}, false
 }
 
 // take removes and returns the entry for addr.
@@ -148,6 +167,22 @@ func (m *objMap) len() int {
 		s := &m.shards[i]
 		s.mu.Lock()
 		n += s.n
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// count returns the number of entries that w's sites hold, for tests.
+func (m *objMap) count(w *Watcher) int {
+	n := 0
+	for i := range m.shards {
+		s := &m.shards[i]
+		s.mu.Lock()
+		for _, sl := range s.slots {
+			if sl.addr != 0 && sl.e.site.w == w {
+				n++
+			}
+		}
 		s.mu.Unlock()
 	}
 	return n

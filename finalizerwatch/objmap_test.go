@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// The address table against a Go map, through inserts, duplicate inserts
-// and removals in random order, growing and shrinking.
+// The address table against a Go map, through inserts, replacements and
+// removals in random order, growing and shrinking.
 func TestObjMapAgainstModel(t *testing.T) {
 	var m objMap
 	model := map[uintptr]uint32{}
@@ -18,13 +18,12 @@ func TestObjMapAgainstModel(t *testing.T) {
 	for step := range 200_000 {
 		a := addrs[r.IntN(len(addrs))]
 		if r.IntN(2) == 0 {
-			_, had := model[a]
-			if ok := m.insert(a, finEntry{cyc: uint32(step)}); ok == had {
-				t.Fatalf("step %d: insert(%#x) = %v, model has it: %v", step, a, ok, had)
+			want, had := model[a]
+			old, replaced := m.put(a, finEntry{cyc: uint32(step)})
+			if replaced != had || (had && old.cyc != want) {
+				t.Fatalf("step %d: put(%#x) replaced %v (old %d), model has %v (%d)", step, a, replaced, old.cyc, had, want)
 			}
-			if !had {
-				model[a] = uint32(step)
-			}
+			model[a] = uint32(step)
 		} else {
 			want, had := model[a]
 			e, ok := m.take(a)

@@ -19,16 +19,23 @@ import (
 // when and where finalizers run.
 //
 // Where the runtime would end the program with an unrecoverable fatal error
-// for a bad argument (obj nil or not a pointer, finalizer not a function or
-// of a type obj cannot be passed to, a finalizer already set through this
-// package), SetFinalizer panics instead, with a message that begins
-// "finalizerwatch.SetFinalizer:" and names the problem. Two runtime checks
-// it cannot make before the runtime does remain fatal: obj pointing into
-// the middle of an allocation, and a finalizer set on obj directly with
-// runtime.SetFinalizer.
+// for a bad argument (obj nil, a nil pointer or not a pointer, finalizer not
+// a function or of a type obj cannot be passed to), SetFinalizer panics
+// instead, with a message that begins "finalizerwatch.SetFinalizer:" and
+// names the problem. Two runtime checks it cannot make before the runtime
+// does remain fatal: obj pointing into the middle of an allocation, and a
+// finalizer already set on obj directly with runtime.SetFinalizer.
 //
-// The watcher keeps no reference to obj and adds a map deletion, two clock
-// reads and a few atomic operations to each finalizer run.
+// Setting a finalizer on an object whose finalizer was set through
+// finalizerwatch replaces it, and the earlier registration counts as
+// cleared (SiteStats.ClearedOutside). The runtime would end the program if
+// that finalizer were still set, but the watcher cannot tell that case from
+// the two it must accept: the earlier finalizer was cleared with
+// runtime.SetFinalizer directly, or its object was freed and the address
+// reused by a new one. It never panics where the runtime would not.
+//
+// The watcher keeps no reference to obj and adds a table deletion, two
+// clock reads and a few atomic operations to each finalizer run.
 //
 //go:noinline
 func SetFinalizer(obj any, finalizer any) {
@@ -60,6 +67,11 @@ type eface struct {
 // value: the pointer itself.
 func dataOf(x *any) unsafe.Pointer { return (*eface)(unsafe.Pointer(x)).data }
 
+// zeroBase is the address the runtime gives every zero-size allocation
+// (runtime.zerobase). The runtime ignores a finalizer set there, as on any
+// address outside the heap, since all zero-size objects share it.
+var zeroBase = reflect.New(reflect.TypeFor[struct{}]()).Pointer()
+
 //go:noinline
 func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 	const fn = "finalizerwatch.SetFinalizer"
@@ -70,32 +82,37 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 	if ot.Kind() != reflect.Pointer {
 		panic(fn + ": first argument is " + ot.String() + ", not pointer")
 	}
-	w.init()
 	addr := uintptr(dataOf(&obj))
+	if addr == 0 {
+		// The runtime throws "pointer not in allocated block".
+		panic(fn + ": first argument is a nil " + ot.String())
+	}
 	if finalizer == nil {
-		if e, ok := w.objs.take(addr); ok {
-			runtime.SetFinalizer(obj, nil)
+		if e, ok := objs.take(addr); ok {
 			e.site.cleared.Add(1)
-			e.site.ages.remove(e.cyc, w.cycles[KindFinalizer].Load())
-			return
+			e.site.done(e.cyc)
 		}
 		runtime.SetFinalizer(obj, nil)
 		return
 	}
 	call := finalizerCall(fn, ot, finalizer)
-	if addr == 0 || ot.Elem().Size() == 0 {
-		// A nil pointer of a pointer type, or a zero-size object (all share
-		// one address): the runtime ignores these, and so does the ledger.
-		runtime.SetFinalizer(obj, finalizer)
+	if addr == zeroBase {
+		runtime.SetFinalizer(obj, finalizer) // ignored: see zeroBase
 		return
 	}
+	w.init()
 	s := w.siteFor(KindFinalizer, pc, 2)
 	cyc := w.account(s)
-	if !w.objs.insert(addr, finEntry{site: s, fin: finalizer, cyc: cyc, call: call}) {
-		w.unaccount(s, cyc)
-		panic(fn + ": finalizer already set")
+	if old, replaced := objs.put(addr, finEntry{site: s, fin: finalizer, cyc: cyc, call: call}); replaced {
+		// A finalizer set through finalizerwatch may still be set on obj
+		// (see SetFinalizer): clear it, or the runtime would end the
+		// program. If it was cleared directly, this does nothing.
+		runtime.SetFinalizer(obj, nil)
+		old.site.cleared.Add(1)
+		old.site.clearedOutside.Add(1)
+		old.site.done(old.cyc)
 	}
-	runtime.SetFinalizer(obj, w.finFn)
+	runtime.SetFinalizer(obj, runFinalizer)
 }
 
 // finalizerCall checks finalizer the way runtime.SetFinalizer does, but
@@ -129,12 +146,12 @@ func finalizerCall(fn string, ot reflect.Type, finalizer any) callKind {
 }
 
 // runFinalizer is the finalizer the runtime holds for every object
-// registered through w. It finds the user's finalizer by the object's
-// address, calls it, and counts the run. If the user's finalizer panics the
-// program crashes exactly as it would without the watcher; the run is not
-// counted.
-func (w *Watcher) runFinalizer(obj any) {
-	e, ok := w.objs.take(uintptr(dataOf(&obj)))
+// registered through finalizerwatch. It finds the user's finalizer by the
+// object's address, calls it, and counts the run. If the user's finalizer
+// panics the program crashes exactly as it would without the watcher; the
+// run is not counted.
+func runFinalizer(obj any) {
+	e, ok := objs.take(uintptr(dataOf(&obj)))
 	if !ok {
 		return // cannot happen: the entry lives as long as the finalizer
 	}
@@ -153,6 +170,6 @@ func (w *Watcher) runFinalizer(obj any) {
 	}
 	d := time.Since(start)
 	e.site.executed.Add(1)
-	e.site.ages.remove(e.cyc, w.cycles[KindFinalizer].Load())
+	e.site.done(e.cyc)
 	e.site.dur.observe(d)
 }

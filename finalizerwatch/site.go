@@ -43,18 +43,33 @@ type siteKey struct {
 // site is one ledger entry. Its counters are updated with atomics on the
 // registration and execution paths; everything else is read-side.
 type site struct {
+	w     *Watcher
 	kind  Kind
 	pc    uintptr
 	stack *stackcapture.Stack // the key (full stacks) or the first registration's stack
+	// indirect marks the entry of a return PC inside a wrapper (a method
+	// value's, reflection's): it counts nothing, and registrations that
+	// come through it look further up the stack for their site.
+	indirect bool
+	// checked is set once a registration here passed the runtime's own
+	// checks of AddCleanup's arguments (see verifyCleanup).
+	checked atomic.Bool
 
-	registered atomic.Uint64
-	executed   atomic.Uint64
-	cleared    atomic.Uint64
-	ages       ageRing
-	dur        durHist
+	registered     atomic.Uint64
+	executed       atomic.Uint64
+	cleared        atomic.Uint64
+	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
+	ages           ageRing
+	dur            durHist
 
 	frameOnce sync.Once
 	frame     stackcapture.Frame
+}
+
+// done uncounts an outstanding registration made in cycle cyc, now that it
+// ran or was cleared.
+func (s *site) done(cyc uint32) {
+	s.ages.remove(cyc, s.w.cycles[s.kind].Load())
 }
 
 func (s *site) siteFrame() stackcapture.Frame {

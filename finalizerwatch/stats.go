@@ -28,10 +28,15 @@ type SiteStats struct {
 	Stack []stackcapture.Frame
 	PCs   []uintptr
 
-	Registered  uint64 // every registration, exactly
-	Executed    uint64 // finalizers or cleanups that ran to completion
-	Cleared     uint64 // SetFinalizer(obj, nil) or Cleanup.Stop before running
-	Outstanding uint64 // Registered - Executed - Cleared
+	Registered uint64 // every registration, exactly
+	Executed   uint64 // finalizers or cleanups that ran to completion
+	Cleared    uint64 // SetFinalizer(obj, nil) or Cleanup.Stop before running
+	// ClearedOutside counts, of Cleared, the finalizers that were found
+	// cleared or replaced outside finalizerwatch (runtime.SetFinalizer
+	// called directly) when their object's address was registered again.
+	// Until then such a registration counts as outstanding.
+	ClearedOutside uint64
+	Outstanding    uint64 // Registered - Executed - Cleared
 	// Survived[i] counts outstanding registrations that have survived i GC
 	// cycles; the last bucket counts AgeBuckets-1 cycles or more.
 	Survived [AgeBuckets]uint64
@@ -81,7 +86,9 @@ func (w *Watcher) entries(withStacks bool) []SiteStats {
 		return c
 	}
 	w.sites.Range(func(_ siteKey, s *site) bool {
-		out = append(out, w.stats(s, withStacks, next()))
+		if !s.indirect {
+			out = append(out, w.stats(s, withStacks, next()))
+		}
 		return true
 	})
 	for k := range w.overflow {
@@ -129,6 +136,7 @@ func (a *SiteStats) merge(b *SiteStats) {
 	a.Registered += b.Registered
 	a.Executed += b.Executed
 	a.Cleared += b.Cleared
+	a.ClearedOutside += b.ClearedOutside
 	a.Outstanding += b.Outstanding
 	a.Suspect += b.Suspect
 	for i := range a.Survived {
@@ -151,12 +159,13 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 	cleared := s.cleared.Load()
 	registered := s.registered.Load()
 	st := SiteStats{
-		Kind:       s.kind,
-		Site:       s.siteFrame(),
-		Registered: registered,
-		Executed:   executed,
-		Cleared:    cleared,
-		Duration:   s.dur.snapshot(counts),
+		Kind:           s.kind,
+		Site:           s.siteFrame(),
+		Registered:     registered,
+		Executed:       executed,
+		Cleared:        cleared,
+		ClearedOutside: s.clearedOutside.Load(),
+		Duration:       s.dur.snapshot(counts),
 	}
 	if done := executed + cleared; registered > done {
 		st.Outstanding = registered - done
@@ -265,7 +274,9 @@ func (w *Watcher) fillStacks(sites []SiteStats) {
 		}
 	}
 	w.sites.Range(func(_ siteKey, s *site) bool {
-		fill(s)
+		if !s.indirect {
+			fill(s)
+		}
 		return true
 	})
 	for k := range w.overflow {
@@ -278,6 +289,7 @@ type Totals struct {
 	Kind                                                Kind
 	Sites                                               int
 	Registered, Executed, Cleared, Outstanding, Suspect uint64
+	ClearedOutside                                      uint64 // of Cleared; see SiteStats.ClearedOutside
 }
 
 // Totals returns the ledger of kind k summed over all its sites.
@@ -291,6 +303,7 @@ func (w *Watcher) Totals(k Kind) Totals {
 		t.Registered += s.Registered
 		t.Executed += s.Executed
 		t.Cleared += s.Cleared
+		t.ClearedOutside += s.ClearedOutside
 		t.Outstanding += s.Outstanding
 		t.Suspect += s.Suspect
 	}

@@ -25,8 +25,6 @@ type Watcher struct {
 	sites    *bounded.Map[siteKey, site]
 	stacks   *stackcapture.Table
 	overflow [numKinds]site
-	objs     objMap
-	finFn    func(any) // w.runFinalizer, made once so registering allocates no closure
 	// stackEntries is how many entries full stacks may take in sites.
 	stackEntries int
 
@@ -67,10 +65,9 @@ func (w *Watcher) init() {
 	w.initOnce.Do(func() {
 		w.sites = bounded.New[siteKey, site](w.cfg.maxSites)
 		w.stacks, _ = stackcapture.NewTable(stackcapture.WithLimit(w.cfg.maxStacks))
-		w.finFn = w.runFinalizer
 		w.stackEntries = w.cfg.maxSites - w.cfg.maxSites/8
 		for _, k := range Kinds {
-			w.overflow[k].kind = k
+			w.overflow[k].w, w.overflow[k].kind = w, k
 		}
 		wp := weak.Make(w)
 		armFinalizerSentinel(wp)
@@ -148,10 +145,11 @@ func cleanupTick(wp weak.Pointer[Watcher]) {
 }
 
 // siteFor returns the ledger entry for a registration of kind k whose call
-// site is pc. Only the site is captured on the hot path; a new site (or,
-// with full stacks, every registration) captures the stack too. skip is the
-// frame count from siteFor's caller to the user's frame, so that the stack
-// starts at the user's call.
+// site is pc. Only the site is
+// captured on the hot path; a new site (or, with full stacks, every
+// registration) captures the stack too. skip is the frame count from
+// siteFor's caller to the user's frame, so that the stack starts at the
+// user's call.
 //
 //go:noinline
 func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
@@ -180,13 +178,52 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 	}
 	key := siteKey{kind: k, pc: pc}
 	h := stackcapture.HashPC(pc) ^ uint64(k)
+	s := w.sites.Get(h, key)
+	if s == nil {
+		// First registration through this PC. The caller's frame is a
+		// wrapper when the user called through a method value or
+		// reflection (the method value's -fm wrapper, runtime.call32):
+		// mark it so, and look further up the stack for the user's line.
+		if stackcapture.Indirect(pc) {
+			s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect = w, k, pc, true })
+		} else {
+			// Keep the first registration's stack as the site's
+			// representative.
+			var pcs [stackcapture.MaxDepth]uintptr
+			n := stackcapture.Callers(skip+1, pcs[:])
+			stk := w.stacks.Intern(pcs[:n])
+			if s = w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk) }); s == nil {
+				return &w.overflow[k]
+			}
+			return s
+		}
+	}
+	if s == nil || s.indirect {
+		return w.indirectSite(k)
+	}
+	return s
+}
+
+// indirectSite finds the site of a registration made through a wrapper: the
+// first frame of the stack outside gcprobe, the runtime, reflection and
+// compiler-generated wrappers. It costs a runtime.Callers, which is why the
+// direct path does not take it.
+//
+//go:noinline
+func (w *Watcher) indirectSite(k Kind) *site {
+	var pcs [stackcapture.MaxDepth]uintptr
+	n := stackcapture.Callers(1, pcs[:])
+	i := 0
+	for i < n-1 && stackcapture.Indirect(pcs[i]) {
+		i++
+	}
+	pc := pcs[i]
+	key := siteKey{kind: k, pc: pc}
+	h := stackcapture.HashPC(pc) ^ uint64(k)
 	if s := w.sites.Get(h, key); s != nil {
 		return s
 	}
-	// First registration at this site: keep its stack as representative.
-	var pcs [stackcapture.MaxDepth]uintptr
-	n := stackcapture.Callers(skip+1, pcs[:])
-	stk := w.stacks.Intern(pcs[:n])
+	stk := w.stacks.Intern(pcs[i:n])
 	if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk) }); s != nil {
 		return s
 	}
@@ -194,7 +231,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 }
 
 func (w *Watcher) initSite(s *site, k Kind, pc uintptr, stk *stackcapture.Stack) {
-	s.kind, s.pc, s.stack = k, pc, stk
+	s.w, s.kind, s.pc, s.stack = w, k, pc, stk
 	cur := w.cycles[k].Load()
 	s.ages.base.Store(cur)
 }
