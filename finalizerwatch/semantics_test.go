@@ -1,0 +1,508 @@
+package finalizerwatch
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"runtime/metrics"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// The side-by-side semantics test: every scenario runs once with the
+// runtime's functions and once with finalizerwatch's, and what ran, how
+// often, and what panicked must be the same. Where the runtime ends the
+// program (a fatal error, not a panic), the runtime's side runs in a child
+// process and must die with that error, and finalizerwatch's must panic,
+// recoverably, with the same complaint.
+
+// via is one side: the runtime's functions (w nil) or a Watcher's.
+type via struct{ w *Watcher }
+
+func (v via) raw() bool { return v.w == nil }
+
+func (v via) setFinalizer(obj, fin any) {
+	if v.raw() {
+		runtime.SetFinalizer(obj, fin)
+		return
+	}
+	v.w.SetFinalizer(obj, fin)
+}
+
+type stopper interface{ Stop() }
+
+func addCleanupVia[T, S any](v via, ptr *T, f func(S), arg S) stopper {
+	if v.raw() {
+		return runtime.AddCleanup(ptr, f, arg)
+	}
+	return AddCleanupTo(v.w, ptr, f, arg)
+}
+
+// outcome is what a scenario did.
+type outcome struct {
+	mu     sync.Mutex
+	ran    map[string]int
+	panics []string // "step: message", the function's name cut off
+}
+
+func newOutcome() *outcome { return &outcome{ran: map[string]int{}} }
+
+func (o *outcome) hit(name string) {
+	o.mu.Lock()
+	o.ran[name]++
+	o.mu.Unlock()
+}
+
+func (o *outcome) count(name string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.ran[name]
+}
+
+// try runs f and records its panic, if any, without the name of the
+// function that panicked ("runtime.AddCleanup: " or
+// "finalizerwatch.AddCleanup: "), so that the two sides compare.
+func (o *outcome) try(step string, f func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			msg := fmt.Sprint(p)
+			for _, prefix := range []string{"runtime.SetFinalizer: ", "runtime.AddCleanup: ", "finalizerwatch.SetFinalizer: ", "finalizerwatch.AddCleanup: "} {
+				msg = strings.TrimPrefix(msg, prefix)
+			}
+			o.mu.Lock()
+			o.panics = append(o.panics, step+": "+msg)
+			o.mu.Unlock()
+		}
+	}()
+	f()
+}
+
+func (o *outcome) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	keys := make([]string, 0, len(o.ran))
+	for k := range o.ran {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s ran %d; ", k, o.ran[k])
+	}
+	fmt.Fprintf(&b, "panics %q", o.panics)
+	return b.String()
+}
+
+// drain runs GC cycles until every finalizer and cleanup queued by each
+// has finished: enough for an object that a finalizer resurrected, and
+// then dropped, to be collected and its later callbacks to run.
+func drain(t testing.TB) {
+	t.Helper()
+	r := newQueueReader()
+	for range 4 {
+		runtime.GC()
+		mark := r.read()
+		deadline := time.Now().Add(20 * time.Second)
+		for !r.read().drainedSince(mark) {
+			if time.Now().After(deadline) {
+				t.Fatal("finalizer and cleanup queues did not drain in 20s")
+			}
+			time.Sleep(time.Millisecond) // polling: the callbacks run on other goroutines
+		}
+	}
+}
+
+// queueReader reads the runtime's finalizer and cleanup queue counters.
+// Both "executed" counters are bumped only after a whole block of callbacks
+// has returned.
+type queueReader struct{ s []metrics.Sample }
+
+func newQueueReader() *queueReader {
+	r := &queueReader{s: make([]metrics.Sample, 4)}
+	r.s[0].Name = "/gc/finalizers/queued:finalizers"
+	r.s[1].Name = "/gc/finalizers/executed:finalizers"
+	r.s[2].Name = "/gc/cleanups/queued:cleanups"
+	r.s[3].Name = "/gc/cleanups/executed:cleanups"
+	return r
+}
+
+type queueCounts [4]uint64
+
+func (r *queueReader) read() queueCounts {
+	metrics.Read(r.s)
+	var c queueCounts
+	for i := range r.s {
+		c[i] = r.s[i].Value.Uint64()
+	}
+	return c
+}
+
+func (c queueCounts) drainedSince(mark queueCounts) bool {
+	return c[1] >= mark[0] && c[3] >= mark[2]
+}
+
+// Types the scenarios use. big is never tiny-allocated; tiny is.
+type (
+	big struct {
+		p   *big
+		buf [40]byte
+	}
+	tiny struct{ n int32 }
+	// withEnd has a zero-size last field, whose address lies inside the
+	// struct's allocation (the compiler pads the struct for it).
+	withEnd struct {
+		n   int64
+		end struct{}
+	}
+	empty struct{}
+)
+
+// resurrected holds objects that finalizers brought back to life. The
+// finalizer goroutine writes it; the mutex tells the race detector what
+// drain's queue counters already guarantee.
+var (
+	resurrectedMu sync.Mutex
+	resurrected   []*big
+)
+
+func resurrect(b *big) {
+	resurrectedMu.Lock()
+	resurrected = append(resurrected, b)
+	resurrectedMu.Unlock()
+}
+
+func dropResurrected() {
+	resurrectedMu.Lock()
+	resurrected = nil
+	resurrectedMu.Unlock()
+}
+
+// semanticsScenario is one row. fatal, if set, is what the runtime's side
+// dies with ("fatal error: ..."); finalizerwatch's side must then record
+// the panic wantPanic instead. diverges, if set, documents a difference
+// finalizerwatch makes on purpose: the runtime's side dies with fatal, and
+// finalizerwatch's side runs as wantWatched says.
+type semanticsScenario struct {
+	name      string
+	run       func(t testing.TB, v via, o *outcome)
+	fatal     string
+	wantPanic string
+	diverges  string
+	// wantWatched, with diverges: the outcome finalizerwatch's side has.
+	wantWatched string
+}
+
+var semanticsScenarios = []semanticsScenario{
+	{name: "finalizer runs once", run: func(t testing.TB, v via, o *outcome) {
+		v.setFinalizer(&big{}, func(*big) { o.hit("f") })
+		drain(t)
+	}},
+	{name: "cleanup runs once", run: func(t testing.TB, v via, o *outcome) {
+		addCleanupVia(v, &big{}, func(int) { o.hit("c") }, 0)
+		drain(t)
+	}},
+	{name: "resurrection", run: func(t testing.TB, v via, o *outcome) {
+		v.setFinalizer(&big{}, func(b *big) { o.hit("f"); resurrect(b) })
+		drain(t)
+		dropResurrected() // dropped again: no finalizer runs twice
+		drain(t)
+	}},
+	{name: "resurrection with a cleanup beside the finalizer", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		v.setFinalizer(b, func(b *big) { o.hit("f"); resurrect(b) })
+		addCleanupVia(v, b, func(int) { o.hit("c") }, 0)
+		b = nil
+		drain(t)
+		if o.count("c") != 0 {
+			o.hit("cleanup ran while the finalizer's object lived")
+		}
+		dropResurrected()
+		drain(t)
+	}},
+	{name: "re-arming inside the finalizer", run: func(t testing.TB, v via, o *outcome) {
+		var f func(*big)
+		f = func(b *big) {
+			o.hit("f")
+			if o.count("f") < 3 {
+				v.setFinalizer(b, f)
+			}
+		}
+		v.setFinalizer(&big{}, f)
+		drain(t)
+		drain(t)
+	}},
+	{name: "clear then set", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		v.setFinalizer(b, func(*big) { o.hit("first") })
+		v.setFinalizer(b, nil)
+		v.setFinalizer(b, func(*big) { o.hit("second") })
+		b = nil
+		drain(t)
+	}},
+	{name: "clear twice, clear never set", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		v.setFinalizer(b, func(*big) { o.hit("f") })
+		v.setFinalizer(b, nil)
+		v.setFinalizer(b, nil)
+		v.setFinalizer(&big{}, nil)
+		b = nil
+		drain(t)
+	}},
+	{name: "raw clear of a registration, then set again on the live object", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		v.setFinalizer(b, func(*big) { o.hit("first") })
+		runtime.SetFinalizer(b, nil)
+		o.try("set again", func() { v.setFinalizer(b, func(*big) { o.hit("second") }) })
+		b = nil
+		drain(t)
+	}},
+	{name: "raw clear of a registration, object dropped", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		v.setFinalizer(b, func(*big) { o.hit("f") })
+		runtime.SetFinalizer(b, nil)
+		b = nil
+		drain(t)
+	}},
+	{name: "clear of a raw registration", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		runtime.SetFinalizer(b, func(*big) { o.hit("f") })
+		v.setFinalizer(b, nil)
+		b = nil
+		drain(t)
+	}},
+	{name: "address reuse after raw clears", run: func(t testing.TB, v via, o *outcome) {
+		// Objects whose finalizers were cleared directly are freed; their
+		// addresses are reused by new objects that get finalizers.
+		for range 20 {
+			for range 200 {
+				b := &big{}
+				v.setFinalizer(b, func(*big) { o.hit("cleared directly") })
+				runtime.SetFinalizer(b, nil)
+			}
+			runtime.GC()
+			for range 200 {
+				o.try("set", func() { v.setFinalizer(&big{}, func(*big) { o.hit("f") }) })
+			}
+		}
+		drain(t)
+	}},
+	{name: "Stop twice", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		c := addCleanupVia(v, b, func(int) { o.hit("c") }, 0)
+		c.Stop()
+		c.Stop()
+		runtime.KeepAlive(b)
+		b = nil
+		drain(t)
+	}},
+	{name: "Stop after run", run: func(t testing.TB, v via, o *outcome) {
+		c := addCleanupVia(v, &big{}, func(int) { o.hit("c") }, 0)
+		drain(t)
+		c.Stop()
+		drain(t)
+	}},
+	{name: "Stop racing a queued cleanup", run: func(t testing.TB, v via, o *outcome) {
+		// a and b become unreachable in the same cycle; b's cleanup stops
+		// a's, which the runtime has queued (or already run) by then: a's
+		// cleanup runs all the same.
+		for i := range 200 {
+			// Half the pairs have b below a in memory, half above: the
+			// runtime queues them in address order, so some of b's
+			// cleanups run first.
+			var a, b *big
+			if i%2 == 0 {
+				b, a = &big{}, &big{}
+			} else {
+				a, b = &big{}, &big{}
+			}
+			ca := addCleanupVia(v, a, func(int) { o.hit("a") }, 0)
+			addCleanupVia(v, b, func(c stopper) { c.Stop(); o.hit("b") }, ca)
+		}
+		drain(t)
+	}},
+	{name: "zero-size objects", run: func(t testing.TB, v via, o *outcome) {
+		o.try("finalizer", func() { v.setFinalizer(&empty{}, func(*empty) { o.hit("f") }) })
+		o.try("finalizer again", func() { v.setFinalizer(&empty{}, func(*empty) { o.hit("f") }) })
+		o.try("cleanup", func() { addCleanupVia(v, &empty{}, func(int) { o.hit("c") }, 0) })
+		o.try("clear", func() { v.setFinalizer(&empty{}, nil) })
+		drain(t)
+	}},
+	{name: "zero-size field", run: func(t testing.TB, v via, o *outcome) {
+		s := &withEnd{}
+		addCleanupVia(v, &s.end, func(int) { o.hit("c") }, 0)
+		stopped := &withEnd{}
+		addCleanupVia(v, &stopped.end, func(int) { o.hit("stopped") }, 0).Stop()
+		runtime.KeepAlive(stopped)
+		s = nil
+		drain(t)
+	}},
+	{name: "tiny objects sharing a block", run: func(t testing.TB, v via, o *outcome) {
+		objs := make([]*tiny, 8)
+		cs := make([]stopper, len(objs))
+		for i := range objs {
+			objs[i] = &tiny{n: int32(i)}
+			// arg points to another tiny object, likely in the same block:
+			// the runtime allows it there.
+			o.try("add", func() { cs[i] = addCleanupVia(v, objs[i], func(*tiny) { o.hit("c") }, objs[(i+1)%len(objs)]) })
+		}
+		for _, c := range cs {
+			if c != nil {
+				c.Stop()
+			}
+		}
+		runtime.KeepAlive(objs)
+		drain(t)
+	}},
+	{name: "reference cycle", run: func(t testing.TB, v via, o *outcome) {
+		// Finalizers on a cycle never run; cleanups do.
+		a, b := &big{}, &big{}
+		a.p, b.p = b, a
+		v.setFinalizer(a, func(*big) { o.hit("fa") })
+		v.setFinalizer(b, func(*big) { o.hit("fb") })
+		c, d := &big{}, &big{}
+		c.p, d.p = d, c
+		addCleanupVia(v, c, func(int) { o.hit("cc") }, 0)
+		addCleanupVia(v, d, func(int) { o.hit("cd") }, 0)
+		a, b, c, d = nil, nil, nil, nil
+		drain(t)
+	}},
+	{name: "cleanup arg is ptr", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		o.try("add", func() { addCleanupVia(v, b, func(*big) { o.hit("c") }, b) })
+	}},
+	{name: "cleanup arg inside ptr", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		o.try("add", func() { addCleanupVia(v, b, func(*[40]byte) { o.hit("c") }, &b.buf) })
+	}},
+	{name: "cleanup arg inside ptr's allocation, not inside *ptr", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		o.try("add", func() {
+			addCleanupVia(v, (*[8]byte)(unsafe.Pointer(&b.buf)), func(*[8]byte) { o.hit("c") }, (*[8]byte)(unsafe.Pointer(&b.buf[16])))
+		})
+	}},
+	{name: "cleanup closes over ptr", run: func(t testing.TB, v via, o *outcome) {
+		b := &big{}
+		o.try("add", func() { addCleanupVia(v, b, func(int) { o.hit("c"); _ = b.buf }, 0) })
+	}},
+	{name: "cleanup ptr nil", run: func(t testing.TB, v via, o *outcome) {
+		o.try("add", func() { addCleanupVia(v, (*big)(nil), func(int) { o.hit("c") }, 0) })
+	}},
+	{name: "cleanup on a global", run: func(t testing.TB, v via, o *outcome) {
+		o.try("add", func() { addCleanupVia(v, &globalBig, func(int) { o.hit("c") }, 0).Stop() })
+	}},
+	{name: "finalizer: first argument nil", fatal: "runtime.SetFinalizer: first argument is nil", wantPanic: "first argument is nil",
+		run: func(t testing.TB, v via, o *outcome) { o.try("set", func() { v.setFinalizer(nil, func(*big) {}) }) }},
+	{name: "finalizer: nil pointer", fatal: "runtime.SetFinalizer: pointer not in allocated block", wantPanic: "first argument is a nil *finalizerwatch.big",
+		run: func(t testing.TB, v via, o *outcome) {
+			o.try("set", func() { v.setFinalizer((*big)(nil), func(*big) {}) })
+		}},
+	{name: "finalizer: not a pointer", fatal: "runtime.SetFinalizer: first argument is finalizerwatch.big, not pointer", wantPanic: "first argument is finalizerwatch.big, not pointer",
+		run: func(t testing.TB, v via, o *outcome) { o.try("set", func() { v.setFinalizer(big{}, func(big) {}) }) }},
+	{name: "finalizer: not a function", fatal: "runtime.SetFinalizer: second argument is int, not a function", wantPanic: "second argument is int, not a function",
+		run: func(t testing.TB, v via, o *outcome) { o.try("set", func() { v.setFinalizer(&big{}, 1) }) }},
+	{name: "finalizer: wrong type", fatal: "runtime.SetFinalizer: cannot pass *finalizerwatch.big to finalizer func(*finalizerwatch.tiny)", wantPanic: "cannot pass *finalizerwatch.big to finalizer func(*finalizerwatch.tiny)",
+		run: func(t testing.TB, v via, o *outcome) { o.try("set", func() { v.setFinalizer(&big{}, func(*tiny) {}) }) }},
+	{name: "finalizer: variadic", fatal: "runtime.SetFinalizer: cannot pass *finalizerwatch.big to finalizer func(...*finalizerwatch.big) because dotdotdot", wantPanic: "cannot pass *finalizerwatch.big to finalizer func(...*finalizerwatch.big) because dotdotdot",
+		run: func(t testing.TB, v via, o *outcome) {
+			o.try("set", func() { v.setFinalizer(&big{}, func(...*big) {}) })
+		}},
+	{name: "finalizer set twice on a live object", diverges: "the runtime ends the program; finalizerwatch replaces the finalizer (SetFinalizer's doc says why)",
+		fatal: "runtime.SetFinalizer: finalizer already set", wantWatched: `second ran 1; panics []`,
+		run: func(t testing.TB, v via, o *outcome) {
+			b := &big{}
+			v.setFinalizer(b, func(*big) { o.hit("first") })
+			o.try("set again", func() { v.setFinalizer(b, func(*big) { o.hit("second") }) })
+			b = nil
+			drain(t)
+		}},
+}
+
+var globalBig big
+
+// semanticsHelperEnv makes the test binary, run again, play one scenario
+// with the runtime's functions: the scenarios where the runtime ends the
+// program.
+const semanticsHelperEnv = "GCPROBE_SEMANTICS_HELPER"
+
+func TestSemanticsHelperProcess(t *testing.T) {
+	name := os.Getenv(semanticsHelperEnv)
+	if name == "" {
+		t.Skip("helper process only")
+	}
+	for _, sc := range semanticsScenarios {
+		if sc.name == name {
+			sc.run(t, via{}, newOutcome())
+			t.Fatal("the scenario did not end the program")
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+}
+
+func TestSemanticsSideBySide(t *testing.T) {
+	for _, sc := range semanticsScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			w := newWatcher(t)
+			watched := newOutcome()
+			sc.run(t, via{w: w}, watched)
+
+			if sc.fatal != "" {
+				if testing.Short() {
+					t.Skip("runs the test binary")
+				}
+				cmd := exec.Command(os.Args[0], "-test.run=^TestSemanticsHelperProcess$", "-test.count=1")
+				cmd.Env = append(os.Environ(), semanticsHelperEnv+"="+sc.name)
+				out, _ := cmd.CombinedOutput()
+				if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "fatal error: "+sc.fatal) {
+					first, _, _ := strings.Cut(string(out), "\n\n")
+					t.Fatalf("runtime: exit %d, want 2 with %q:\n%s", code, "fatal error: "+sc.fatal, first)
+				}
+				if sc.diverges != "" {
+					if got := watched.String(); got != sc.wantWatched {
+						t.Fatalf("finalizerwatch (%s): %s, want %s", sc.diverges, got, sc.wantWatched)
+					}
+				} else if want := []string{"set: " + sc.wantPanic}; !slices.Equal(watched.panics, want) {
+					t.Fatalf("finalizerwatch panicked %q, want %q", watched.panics, want)
+				}
+			} else {
+				raw := newOutcome()
+				sc.run(t, via{}, raw)
+				if raw.String() != watched.String() {
+					t.Fatalf("outcomes differ\nruntime:        %s\nfinalizerwatch: %s", raw, watched)
+				}
+				t.Logf("both: %s", raw)
+			}
+			checkLedger(t, w, watched)
+		})
+	}
+}
+
+// checkLedger checks that w's ledger adds up after a scenario: per site,
+// registered = executed + cleared + outstanding; and the callbacks counted
+// executed are the ones that ran.
+func checkLedger(t *testing.T, w *Watcher, o *outcome) {
+	t.Helper()
+	var executed uint64
+	for _, s := range w.Stacks() {
+		if s.Registered != s.Executed+s.Cleared+s.Outstanding {
+			t.Errorf("%v %s: registered %d != executed %d + cleared %d + outstanding %d", s.Kind, s.Site, s.Registered, s.Executed, s.Cleared, s.Outstanding)
+		}
+		if s.ClearedOutside > s.Cleared {
+			t.Errorf("%v %s: cleared outside %d > cleared %d", s.Kind, s.Site, s.ClearedOutside, s.Cleared)
+		}
+		executed += s.Executed
+	}
+	ran := 0
+	o.mu.Lock()
+	for _, n := range o.ran {
+		ran += n
+	}
+	o.mu.Unlock()
+	if executed != uint64(ran) {
+		t.Errorf("ledger: %d executed, callbacks that ran: %d (%s)", executed, ran, o)
+	}
+}
