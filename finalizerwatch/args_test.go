@@ -89,8 +89,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		give Option
 		want string
 	}{
-		{"max sites", WithMaxSites(0), "finalizerwatch: WithMaxSites: must be > 0, got 0"},
-		{"max stacks", WithMaxStacks(-3), "finalizerwatch: WithMaxStacks: must be > 0, got -3"},
+		{"max sites", WithMaxSites(0), "finalizerwatch: WithMaxSites: must be in [1, 2097152], got 0"},
+		{"max sites huge", WithMaxSites(1 << 40), "finalizerwatch: WithMaxSites: must be in [1, 2097152], got 1099511627776"},
+		{"max sites overflowing", WithMaxSites(1 << 61), "finalizerwatch: WithMaxSites: must be in [1, 2097152], got 2305843009213693952"},
+		{"max stacks", WithMaxStacks(-3), "finalizerwatch: WithMaxStacks: must be in [1, 2097152], got -3"},
+		{"max stacks huge", WithMaxStacks(1 << 40), "finalizerwatch: WithMaxStacks: must be in [1, 2097152], got 1099511627776"},
 		{"suspect cycles low", WithSuspectCycles(0), "finalizerwatch: WithSuspectCycles: must be in [1, 15], got 0"},
 		{"suspect cycles high", WithSuspectCycles(16), "finalizerwatch: WithSuspectCycles: must be in [1, 15], got 16"},
 		{"nil option", nil, "finalizerwatch: New: nil Option"},
@@ -102,6 +105,14 @@ func TestNewRejectsBadOptions(t *testing.T) {
 				t.Fatalf("New: %v, %v; want error %q", w, err, tt.want)
 			}
 		})
+	}
+	// The largest accepted sizes work: the tables are made, and used.
+	w := newWatcher(t, WithMaxSites(MaxSitesLimit), WithMaxStacks(MaxStacksLimit))
+	o := &thing{}
+	w.SetFinalizer(o, func(*thing) {})
+	w.SetFinalizer(o, nil)
+	if tot := w.Totals(KindFinalizer); tot.Registered != 1 || tot.Cleared != 1 {
+		t.Fatalf("at the largest table sizes: %+v", tot)
 	}
 	if got := panicMessage(func() { newWatcher(t).Top(-1) }); got != "finalizerwatch.Top: negative n" {
 		t.Fatalf("Top(-1) panicked with %q", got)

@@ -15,6 +15,12 @@ const (
 	DefaultMaxSites = 4096
 	// DefaultMaxStacks is how many distinct registration stacks are kept.
 	DefaultMaxStacks = stackcapture.DefaultLimit
+	// MaxSitesLimit is the largest value WithMaxSites accepts. The site
+	// table's index takes 16 bytes per unit of the limit up front (32 MiB
+	// here), and each site a few hundred bytes more once it is used.
+	MaxSitesLimit = 1 << 21
+	// MaxStacksLimit is the largest value WithMaxStacks accepts.
+	MaxStacksLimit = stackcapture.MaxLimit
 	// DefaultSuspectCycles is how many GC cycles an outstanding
 	// registration must survive before it counts as a leak suspect.
 	DefaultSuspectCycles = 3
@@ -42,12 +48,12 @@ func defaultConfig() config {
 }
 
 // WithMaxSites bounds the number of ledger entries (default
-// DefaultMaxSites). Past it, new sites are counted together under a site
-// named "gcprobe.overflow".
+// DefaultMaxSites, 1 to MaxSitesLimit). Past it, new sites are counted
+// together under a site named "gcprobe.overflow".
 func WithMaxSites(n int) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("finalizerwatch: WithMaxSites: must be > 0, got %d", n)
+		if n <= 0 || n > MaxSitesLimit {
+			return fmt.Errorf("finalizerwatch: WithMaxSites: must be in [1, %d], got %d", MaxSitesLimit, n)
 		}
 		c.maxSites = n
 		return nil
@@ -55,12 +61,12 @@ func WithMaxSites(n int) Option {
 }
 
 // WithMaxStacks bounds the number of distinct registration stacks kept
-// (default DefaultMaxStacks). Past it, a registration is still counted
-// exactly at its site; only its full stack is not kept.
+// (default DefaultMaxStacks, 1 to MaxStacksLimit). Past it, a registration
+// is still counted exactly at its site; only its full stack is not kept.
 func WithMaxStacks(n int) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("finalizerwatch: WithMaxStacks: must be > 0, got %d", n)
+		if n <= 0 || n > MaxStacksLimit {
+			return fmt.Errorf("finalizerwatch: WithMaxStacks: must be in [1, %d], got %d", MaxStacksLimit, n)
 		}
 		c.maxStacks = n
 		return nil

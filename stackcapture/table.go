@@ -11,6 +11,11 @@ import (
 // DefaultLimit is the number of distinct stacks a Table keeps by default.
 const DefaultLimit = 4096
 
+// MaxLimit is the largest limit WithLimit accepts. A table's index takes
+// 16 bytes per unit of limit up front (32 MiB at MaxLimit), and each stack
+// kept a few hundred bytes more.
+const MaxLimit = 1 << 21
+
 // Stack is an interned stack. Its methods symbolize on first use and cache
 // the result.
 type Stack struct {
@@ -76,11 +81,12 @@ type config struct {
 }
 
 // WithLimit sets how many distinct stacks the table keeps (default
-// DefaultLimit). Past it, new stacks are folded into the overflow stack.
+// DefaultLimit, 1 to MaxLimit). Past it, new stacks are folded into the
+// overflow stack.
 func WithLimit(n int) Option {
 	return func(c *config) error {
-		if n <= 0 {
-			return fmt.Errorf("stackcapture: WithLimit: limit must be > 0, got %d", n)
+		if n <= 0 || n > MaxLimit {
+			return fmt.Errorf("stackcapture: WithLimit: limit must be in [1, %d], got %d", MaxLimit, n)
 		}
 		c.limit = n
 		return nil
