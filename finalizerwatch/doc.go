@@ -21,7 +21,9 @@
 //
 // Every registration is counted exactly at its call site: the first frame
 // outside the runtime and gcprobe, found with a frame-pointer walk that
-// costs a few nanoseconds. The full registration stack is captured once per
+// costs a few nanoseconds. A call through a method value or reflection is
+// counted at the user's line too: the wrapper frames in between are
+// recognised once per return PC and skipped with runtime.Callers. The full registration stack is captured once per
 // site (or on every registration, with WithFullStacks). A registration's age
 // is the number of GC cycles it has survived, counted by a sentinel
 // finalizer (and a sentinel cleanup, for cleanups) that re-arms itself after
@@ -45,10 +47,48 @@
 //
 // # Differences from the runtime
 //
-// Argument errors that the runtime reports with an unrecoverable fatal
-// error panic here instead, with a message naming the function and the
-// problem. A finalizer set on a global variable (which the runtime silently
-// ignores) is counted as outstanding forever; AddCleanup detects that case.
+// What runs, how often and in which order is the runtime's: the watcher's
+// own finalizer and cleanup call the user's, once, on the runtime's
+// goroutines, and a side-by-side test runs the same scenarios (resurrection,
+// re-arming, clears and Stops from either side, address reuse, zero-size
+// objects and fields, tiny objects, reference cycles, bad arguments)
+// through both and compares them. The differences, all deliberate:
+//
+//   - Argument errors that the runtime reports with an unrecoverable fatal
+//     error (SetFinalizer with a nil, non-pointer or mistyped argument)
+//     panic instead, with a message naming the function and the problem.
+//     Two remain fatal because the runtime finds them first: obj pointing
+//     into the middle of an allocation, and a finalizer set on obj directly
+//     with runtime.SetFinalizer and then again through finalizerwatch.
+//   - SetFinalizer on an object whose finalizer was set through
+//     finalizerwatch replaces it, where the runtime would end the program if
+//     that finalizer were still set: the watcher cannot tell a second
+//     registration from a registration after a direct runtime.SetFinalizer
+//     clear, or after the address was reused by a new object, and it never
+//     panics where the runtime would not. The replaced registration counts
+//     as cleared, and as SiteStats.ClearedOutside.
+//   - A finalizer set through finalizerwatch and cleared with
+//     runtime.SetFinalizer directly counts as outstanding until its address
+//     is registered again (then as ClearedOutside): clear through
+//     finalizerwatch, as finalizercheck -fix rewrites it to.
+//   - AddCleanup makes the runtime's own checks of its arguments (arg equal
+//     to or inside ptr's allocation, a cleanup that closes over ptr) by
+//     registering the user's cleanup with the runtime once and stopping it:
+//     on the first registration at each call site, and on every one with
+//     GODEBUG=checkfinalizers=1. A site whose later registrations differ
+//     from its first in that respect is checked only where arg points into
+//     *ptr itself.
+//   - A finalizer set on a global variable, which the runtime silently
+//     ignores, counts as outstanding; AddCleanup detects that case.
+//   - GODEBUG=checkfinalizers=1 names, for a cleanup registered through
+//     finalizerwatch, finalizerwatch's frames (addCleanup where it was
+//     created, runCleanup as its function) rather than the user's: the
+//     runtime records its own caller. The ledger's site for the object's
+//     type is the user's line. For finalizers the runtime's check cannot
+//     see the user's closure at all (the watcher holds it), so in that mode
+//     SetFinalizer checks at registration that the finalizer does not close
+//     over obj, and panics if it does; deeper paths back to obj are shown by
+//     the ledger, as outstanding suspects, instead.
 //
 // All exported functions and methods are safe for concurrent use.
 package finalizerwatch

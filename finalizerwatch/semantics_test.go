@@ -506,3 +506,53 @@ func checkLedger(t *testing.T, w *Watcher, o *outcome) {
 		t.Errorf("ledger: %d executed, callbacks that ran: %d (%s)", executed, ran, o)
 	}
 }
+
+// checkFinalizersHelperEnv makes the test binary, run again with
+// GODEBUG=checkfinalizers=1, register a finalizer whose closure holds its
+// own object, through the runtime ("raw") or a Watcher ("watched").
+const checkFinalizersHelperEnv = "GCPROBE_CHECKFINALIZERS_HELPER"
+
+func TestCheckFinalizersHelperProcess(t *testing.T) {
+	mode := os.Getenv(checkFinalizersHelperEnv)
+	if mode == "" {
+		t.Skip("helper process only")
+	}
+	v := via{}
+	if mode == "watched" {
+		v.w, _ = New()
+	}
+	o := newOutcome()
+	func() {
+		b := &big{} // captured by the closure, never reassigned
+		o.try("set", func() { v.setFinalizer(b, func(*big) { _ = b.buf }) })
+	}()
+	// A well-formed finalizer beside it is accepted in both modes.
+	v.setFinalizer(&big{}, func(*big) {})
+	runtime.GC()
+	runtime.GC()
+	fmt.Println("outcome:", o)
+}
+
+// With GODEBUG=checkfinalizers=1 the runtime ends the program when an
+// object is reachable from its own finalizer. Through finalizerwatch it
+// cannot see that, so the watcher makes the check at registration and
+// panics, recoverably.
+func TestCheckFinalizersCaughtAtRegistration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the test binary")
+	}
+	run := func(mode string) (int, string) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCheckFinalizersHelperProcess$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), checkFinalizersHelperEnv+"="+mode, "GODEBUG=checkfinalizers=1")
+		out, _ := cmd.CombinedOutput()
+		return cmd.ProcessState.ExitCode(), string(out)
+	}
+	if code, out := run("raw"); code == 0 || !strings.Contains(out, "LIKELY CLEANUP/FINALIZER ISSUES") {
+		t.Fatalf("runtime: exit %d, want the runtime's report:\n%s", code, out)
+	}
+	code, out := run("watched")
+	want := `outcome: panics ["set: finalizer closes over obj, finalizer will never run (found with GODEBUG=checkfinalizers)"]`
+	if code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("finalizerwatch: exit %d, want %q:\n%s", code, want, out)
+	}
+}

@@ -1,8 +1,10 @@
 package finalizerwatch
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -96,6 +98,9 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 		return
 	}
 	call := finalizerCall(fn, ot, finalizer)
+	if checkFinalizers() {
+		verifyFinalizer(obj, finalizer)
+	}
 	if addr == zeroBase {
 		runtime.SetFinalizer(obj, finalizer) // ignored: see zeroBase
 		return
@@ -113,6 +118,30 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 		old.site.done(old.cyc)
 	}
 	runtime.SetFinalizer(obj, runFinalizer)
+}
+
+// verifyFinalizer panics if finalizer is a closure that holds a pointer
+// into obj's allocation: obj can then never be collected, and its finalizer
+// never run. The runtime accepts such a finalizer, but with
+// GODEBUG=checkfinalizers=1 it ends the program at the next GC cycle, having
+// found the object reachable from its own finalizer. Through finalizerwatch
+// the runtime cannot see that (it holds runFinalizer; the user's closure
+// sits in the watcher's table), so in that mode the watcher checks at
+// registration, the direct case only. The check is the one
+// runtime.AddCleanup makes of its cleanup function: the closure is
+// registered as a cleanup on obj, never to run, and stopped at once.
+func verifyFinalizer(obj, finalizer any) {
+	defer func() {
+		// Any other complaint (obj outside the heap) is runtime.SetFinalizer's
+		// to make.
+		if p := recover(); p != nil && strings.Contains(fmt.Sprint(p), "closes over ptr") {
+			panic("finalizerwatch.SetFinalizer: finalizer closes over obj, finalizer will never run (found with GODEBUG=checkfinalizers)")
+		}
+	}()
+	fv := dataOf(&finalizer)
+	f := *(*func(uintptr))(unsafe.Pointer(&fv)) // never called
+	runtime.AddCleanup((*byte)(dataOf(&obj)), f, 0).Stop()
+	runtime.KeepAlive(obj)
 }
 
 // finalizerCall checks finalizer the way runtime.SetFinalizer does, but
