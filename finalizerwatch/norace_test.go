@@ -5,3 +5,5 @@ package finalizerwatch
 const concurrentPerGoroutine = 100_000
 
 const millionDepth = 20
+
+const randomOps = 1_000_000
