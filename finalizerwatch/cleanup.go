@@ -69,10 +69,12 @@ type runner interface{ run() }
 func runCleanup(r runner) { r.run() }
 
 func (r *cleanupRec[S]) run() {
+	s := r.h.site
 	start := time.Now()
+	tok := s.begin(start)
 	r.fn(r.arg)
 	d := time.Since(start)
-	s := r.h.site
+	s.end(tok)
 	switch {
 	case r.h.state.CompareAndSwap(cleanupPending, cleanupRan):
 		s.executed.Add(1)

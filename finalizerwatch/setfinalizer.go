@@ -185,6 +185,7 @@ func runFinalizer(obj any) {
 		return // cannot happen: the entry lives as long as the finalizer
 	}
 	start := time.Now()
+	tok := e.site.begin(start)
 	switch e.call {
 	case callAny:
 		e.fin.(func(any))(obj)
@@ -198,6 +199,7 @@ func runFinalizer(obj any) {
 		reflect.ValueOf(e.fin).Call([]reflect.Value{reflect.ValueOf(obj)})
 	}
 	d := time.Since(start)
+	e.site.end(tok)
 	e.site.executed.Add(1)
 	e.site.done(e.cyc)
 	e.site.dur.observe(d)

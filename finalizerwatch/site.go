@@ -59,6 +59,7 @@ type site struct {
 	executed       atomic.Uint64
 	cleared        atomic.Uint64
 	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
+	running        atomic.Int64  // start of the callback running now (see begin), 0 if none
 	ages           ageRing
 	dur            durHist
 
