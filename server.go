@@ -36,7 +36,9 @@ func (p *Probe) listen() error {
 	if err != nil {
 		return fmt.Errorf("probe: WithListenAddr: %w", err)
 	}
+	p.mu.Lock()
 	p.addr = ln.Addr()
+	p.mu.Unlock()
 	p.server = &http.Server{
 		Handler:           p.Handler(),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -58,10 +60,12 @@ func (p *Probe) listen() error {
 // Handler returns what WithListenAddr serves: /metrics and
 // /debug/pprof/finalizers, GET and HEAD only (405 otherwise), 404 for any
 // other path. At most 8 scrapes and 4 profile builds run at once; the
-// others wait up to 10 s for their turn, then get 503. Mount it yourself to serve both behind your own
-// authentication. /metrics shows the probe's registerer if it is also a
-// prometheus.Gatherer (prometheus.DefaultRegisterer is), else the probe's
-// collector alone.
+// others wait up to 10 s for their turn, then get 503. Mount it yourself to
+// serve both behind your own authentication. /metrics shows the probe's
+// registerer if it is also a prometheus.Gatherer
+// (prometheus.DefaultRegisterer is), else the probe's collector alone. Like ProfileHandler it serves before Start and while the
+// probe runs; Stop waits for the requests in progress and answers 503 to
+// those still waiting for their turn, and to every request after it.
 func (p *Probe) Handler() http.Handler {
 	g, ok := p.cfg.registerer.(prometheus.Gatherer)
 	if !ok {
@@ -69,12 +73,13 @@ func (p *Probe) Handler() http.Handler {
 		reg.MustRegister(p.collector)
 		g = reg
 	}
-	metrics := queue(maxScrapes, promhttp.HandlerFor(g, promhttp.HandlerOpts{
+	done := p.life.Done()
+	metrics := queue(maxScrapes, done, promhttp.HandlerFor(g, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		Timeout:       writeTimeout / 2,
 	}))
-	profile := queue(pprofexporter.MaxConcurrentBuilds, p.profile)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	profile := queue(pprofexporter.MaxConcurrentBuilds, done, p.profile)
+	return p.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var h http.Handler
 		switch r.URL.Path {
 		case MetricsPath:
@@ -91,14 +96,15 @@ func (p *Probe) Handler() http.Handler {
 			return
 		}
 		h.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // queue lets at most n requests into h at once; the others wait for a
 // place, up to queueWait, and then get 503 with Retry-After. A scrape that
 // waits a little is better than one refused at once: Prometheus would
-// record the target as down.
-func queue(n int, h http.Handler) http.Handler {
+// record the target as down. Once stop is closed, waiting requests give up
+// at once (503): Stop must not wait for them.
+func queue(n int, stop <-chan struct{}, h http.Handler) http.Handler {
 	slots := make(chan struct{}, n)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t := time.NewTimer(queueWait)
@@ -108,6 +114,9 @@ func queue(n int, h http.Handler) http.Handler {
 		case <-t.C:
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "too many concurrent requests", http.StatusServiceUnavailable)
+			return
+		case <-stop:
+			http.Error(w, "gcprobe: the probe is stopping", http.StatusServiceUnavailable)
 			return
 		case <-r.Context().Done():
 			return

@@ -76,6 +76,9 @@ func (s State) String() string {
 type Lifecycle struct {
 	// Name is what the errors of Start and Run are about.
 	Name string
+	// RunName is the method that calls Run, for its errors: "Run" when
+	// empty (the root Probe's is "Start").
+	RunName string
 
 	// mu serialises the transitions: Start's and Stop's hooks run under
 	// it, so a Stop that comes while Start runs its hook waits for it, and
@@ -154,8 +157,12 @@ func (l *Lifecycle) begin(op string, start, undo func() error) error {
 func (l *Lifecycle) Run(ctx context.Context, start func() error, body func(context.Context), stop func() error) error {
 	// body is counted before start runs, under mu: a Stop cannot slip in
 	// between the start and the count and miss it.
+	op := l.RunName
+	if op == "" {
+		op = "Run"
+	}
 	var bodyCounted bool
-	err := l.begin("Run", func() error {
+	err := l.begin(op, func() error {
 		l.gmu.Lock()
 		l.initLocked()
 		l.wg.Add(1)
