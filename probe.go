@@ -63,6 +63,7 @@ type Probe struct {
 	restore    func() // undoes WithFullStacks on the watcher
 	mu         sync.Mutex
 	addr       net.Addr
+	listener   *limitListener
 
 	panics   atomic.Uint64
 	panicLog sync.Once
