@@ -56,6 +56,8 @@ const (
 	Stopped
 )
 
+// String returns the state's name: "idle", "running", "stopping" or
+// "stopped".
 func (s State) String() string {
 	switch s {
 	case Idle:
@@ -100,7 +102,7 @@ type Lifecycle struct {
 	wg      sync.WaitGroup
 }
 
-// init makes the stop context; callers hold gmu.
+// initLocked makes the stop context; callers hold gmu.
 func (l *Lifecycle) initLocked() {
 	if l.ctx == nil {
 		l.ctx, l.cancel = context.WithCancel(context.Background())
