@@ -87,9 +87,8 @@ func New(opts ...Option) (*Probe, error) {
 		cfg:     cfg,
 		watcher: cfg.watcher,
 		sampler: sampler,
+		profile: pprofexporter.Handler(cfg.watcher),
 	}
-	p.life.Name, p.life.RunName = "probe: Probe", "Start"
-	p.profile = pprofexporter.Handler(cfg.watcher)
 	inner, err := promexporter.New(
 		promexporter.WithWatcher(cfg.watcher),
 		promexporter.WithSampler(sampler),
@@ -112,6 +111,7 @@ func New(opts ...Option) (*Probe, error) {
 	if p.reporter, err = tracing.New(trOpts...); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
+	p.life.Name, p.life.RunName = "probe: Probe", "Start"
 	return p, nil
 }
 
