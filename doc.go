@@ -47,7 +47,8 @@
 // and a panic inside its own goroutines is recovered, counted (Panics) and
 // logged once through WithLogger. Stop ends every goroutine it started.
 // The listener of WithListenAddr is unauthenticated: it serves two paths,
-// GET and HEAD only, with timeouts; bind it to loopback. The profile and the
+// GET and HEAD only, with timeouts, at most MaxListenerConns connections at
+// once and closes idle ones after ListenerIdleTimeout; bind it to loopback. The profile and the
 // site labels reveal function names, file paths and line numbers of the
 // program, never data.
 //

@@ -1,5 +1,21 @@
 package probe
 
+import "github.com/gcprobe/probe/internal/lifecycle"
+
 // GoSafe runs fn the way the probe runs its own goroutines, for tests of
 // panic recovery.
 func (p *Probe) GoSafe(name string, fn func()) { p.goSafe(name, fn) }
+
+// State is the probe's lifecycle state, for the lifecycle matrix.
+func (p *Probe) State() lifecycle.State { return p.life.State() }
+
+// OpenConns returns how many connections the probe's own listener holds
+// open, or -1 without one.
+func (p *Probe) OpenConns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.listener == nil {
+		return -1
+	}
+	return p.listener.open()
+}

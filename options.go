@@ -139,7 +139,12 @@ func WithTopK(k int) Option {
 // WithListenAddr makes the probe serve /metrics and
 // /debug/pprof/finalizers itself on addr (such as "127.0.0.1:9090"), for
 // programs that have no metrics server. The listener is unauthenticated:
-// bind it to loopback or protect it; see the package documentation.
+// bind it to loopback or protect it; see the package documentation. It
+// bounds what clients can hold: at most MaxListenerConns connections open
+// at once (the next ones wait in the kernel's accept queue), idle
+// keep-alive connections closed after ListenerIdleTimeout, timeouts on
+// every phase of a request, and the limits on concurrent scrapes of
+// Handler.
 func WithListenAddr(addr string) Option {
 	return func(c *config) error {
 		if addr == "" {

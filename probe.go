@@ -14,6 +14,7 @@ import (
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/tracing"
 )
@@ -22,26 +23,48 @@ import (
 // registerer already has a gcprobe collector, typically a second probe.
 var ErrAlreadyRegistered = errors.New("probe: a gcprobe collector is already registered on this registerer")
 
+// Errors wrapped by Start and (*Probe).Start; the same values as
+// memstats.ErrRunning and tracing.ErrRunning (and ErrStopped), so errors.Is
+// works with any of them.
+var (
+	// ErrRunning is wrapped by the error of (*Probe).Start on a probe
+	// that already runs.
+	ErrRunning = lifecycle.ErrRunning
+	// ErrStopped is wrapped by the error of (*Probe).Start on a probe
+	// that was stopped, or whose start failed: a probe runs once.
+	ErrStopped = lifecycle.ErrStopped
+)
+
 // Probe wires the ledger, the sampler and the exporters together and owns
 // their lifecycle. Create it with New (then Start it) or with the
 // package-level Start.
+//
+// A probe runs once: idle after New, running after Start, stopped after
+// Stop (or when the context of (*Probe).Start ends, or when starting it
+// failed), for good. (*Probe).Start on a running probe returns an error
+// wrapping ErrRunning, on a stopped one an error wrapping ErrStopped: make
+// a new probe instead. Stop is idempotent, works in any state, and returns
+// once everything the probe started has ended: its goroutines, and the
+// requests its handlers were serving.
 type Probe struct {
 	cfg       config
 	watcher   *finalizerwatch.Watcher
 	sampler   *memstats.Sampler
 	collector *collector
-	profile   http.Handler
+	profile   http.Handler // pprofexporter's, unguarded
 	reporter  *tracing.Reporter
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	stopErr  error
-	done     chan struct{} // closed by Stop
-	wg       sync.WaitGroup
-	server   *http.Server
-	addr     net.Addr
-	restore  func() // undoes WithFullStacks on the watcher
+	life lifecycle.Lifecycle // idle → running → stopped, once
+
+	// Set by start and read by stop, both under life's lock; mu guards
+	// what Addr reads.
+	registered bool
+	server     *http.Server
+	restore    func() // undoes WithFullStacks on the watcher
+	mu         sync.Mutex
+	addr       net.Addr
+	listener   *limitListener
+
 	panics   atomic.Uint64
 	panicLog sync.Once
 }
@@ -65,7 +88,6 @@ func New(opts ...Option) (*Probe, error) {
 		watcher: cfg.watcher,
 		sampler: sampler,
 		profile: pprofexporter.Handler(cfg.watcher),
-		done:    make(chan struct{}),
 	}
 	inner, err := promexporter.New(
 		promexporter.WithWatcher(cfg.watcher),
@@ -89,6 +111,7 @@ func New(opts ...Option) (*Probe, error) {
 	if p.reporter, err = tracing.New(trOpts...); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
+	p.life.Name, p.life.RunName = "probe: Probe", "Start"
 	return p, nil
 }
 
@@ -105,7 +128,7 @@ func Start(opts ...Option) (*Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.start(); err != nil {
+	if err := p.life.Start(p.start, p.stop); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -113,18 +136,13 @@ func Start(opts ...Option) (*Probe, error) {
 
 // Start runs the probe until ctx ends or Stop is called, then stops it and
 // returns Stop's error. It returns at once with an error if the probe
-// cannot start (its collector is already registered, its listener cannot
-// bind, or it was started before). With this signature a *Probe is a
-// controller-runtime manager.Runnable: mgr.Add(p).
+// cannot start: its collector is already registered (ErrAlreadyRegistered),
+// its listener cannot bind, it runs already (ErrRunning) or it was stopped
+// (ErrStopped); the probe is stopped after any of these but ErrRunning.
+// With this signature a *Probe is a controller-runtime manager.Runnable:
+// mgr.Add(p).
 func (p *Probe) Start(ctx context.Context) error {
-	if err := p.start(); err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-	case <-p.done:
-	}
-	return p.Stop()
+	return p.life.Run(ctx, p.start, func(ctx context.Context) { <-ctx.Done() }, p.stop)
 }
 
 // NeedLeaderElection returns false: every replica of an operator has its
@@ -132,27 +150,16 @@ func (p *Probe) Start(ctx context.Context) error {
 // (controller-runtime's manager.LeaderElectionRunnable).
 func (p *Probe) NeedLeaderElection() bool { return false }
 
-// start registers the collector, starts the sampler and the listener.
-func (p *Probe) start() (err error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.started {
-		return errors.New("probe: Start: already started")
-	}
-	p.started = true
+// start registers the collector, starts the sampler, the span reporter and
+// the listener. If it fails, the lifecycle calls stop to undo what it did.
+func (p *Probe) start() error {
 	if err := p.cfg.registerer.Register(p.collector); err != nil {
 		if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
 			return fmt.Errorf("%w: %w", ErrAlreadyRegistered, err)
 		}
 		return fmt.Errorf("probe: registering the collector: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			p.cfg.registerer.Unregister(p.collector)
-			p.reporter.Stop()
-			p.sampler.Stop()
-		}
-	}()
+	p.registered = true
 	if err := p.sampler.Start(); err != nil {
 		return fmt.Errorf("probe: starting the sampler: %w", err)
 	}
@@ -171,21 +178,20 @@ func (p *Probe) start() (err error) {
 	return nil
 }
 
-// Stop stops the sampler and the listener, unregisters the collector, and
-// waits for every goroutine the probe started. It is idempotent: later
-// calls return the first call's result. The ledger keeps counting: it
+// Stop stops the sampler, the span reporter and the listener, unregisters
+// the collector, and returns once every goroutine the probe started has
+// ended and every request its handlers (Handler, ProfileHandler) were
+// serving has been answered; requests waiting for their turn are answered
+// 503 at once. It is idempotent, and safe to call concurrently and in any
+// state: every call returns the first call's result once it is done. A
+// stopped probe cannot be started again. The ledger keeps counting: it
 // belongs to the watcher, and registrations go on.
-func (p *Probe) Stop() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.stopped {
-		return p.stopErr
-	}
-	p.stopped = true
-	close(p.done)
-	if !p.started {
-		return nil
-	}
+func (p *Probe) Stop() error { return p.life.Stop(p.stop) }
+
+// stop undoes start, also a start that failed half-way. The lifecycle has
+// already closed Done (so queued requests give up) and waits, after stop,
+// for the goroutines and requests it counted.
+func (p *Probe) stop() error {
 	var errs []error
 	if p.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
@@ -197,20 +203,23 @@ func (p *Probe) Stop() error {
 	}
 	p.reporter.Stop()
 	p.sampler.Stop()
-	p.cfg.registerer.Unregister(p.collector)
+	if p.registered {
+		p.cfg.registerer.Unregister(p.collector)
+	}
 	if p.restore != nil {
 		p.restore()
 	}
-	p.wg.Wait()
-	p.stopErr = errors.Join(errs...)
-	return p.stopErr
+	return errors.Join(errs...)
 }
 
 // ProfileHandler serves the outstanding finalizers and cleanups as a pprof
 // profile: mount it at /debug/pprof/finalizers, for example as an extra
-// handler of controller-runtime's metrics server. It works whether or not
-// the probe runs.
-func (p *Probe) ProfileHandler() http.Handler { return p.profile }
+// handler of controller-runtime's metrics server. It serves before Start
+// and while the probe runs, building at most
+// pprofexporter.MaxConcurrentBuilds profiles at once (503 beyond). Stop
+// waits for the builds in progress; from then on the handler answers 503
+// Service Unavailable: a stopped probe runs no code.
+func (p *Probe) ProfileHandler() http.Handler { return p.guard(p.profile) }
 
 // Collector returns the probe's Prometheus collector, for callers that
 // gather it themselves.
@@ -237,14 +246,25 @@ func (p *Probe) Addr() net.Addr {
 
 // goSafe runs fn in a goroutine that Stop waits for. A panic in it is
 // recovered, counted and logged once: the probe must never take its host
-// down.
+// down. Once Stop has begun, fn does not run.
 func (p *Probe) goSafe(name string, fn func()) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	p.life.Go(func() {
 		defer p.recoverPanic(name)
 		fn()
-	}()
+	})
+}
+
+// guard makes Stop wait for the requests h is serving, and answers 503 to
+// those that come once Stop has begun.
+func (p *Probe) guard(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !p.life.Enter() {
+			http.Error(w, "gcprobe: the probe is stopped", http.StatusServiceUnavailable)
+			return
+		}
+		defer p.life.Exit()
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (p *Probe) recoverPanic(where string) {

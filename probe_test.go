@@ -107,8 +107,8 @@ func TestRunnableStopsWithContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Start did not return after its context ended")
 	}
-	if err := p.Start(context.Background()); err == nil {
-		t.Fatal("restarting a stopped probe succeeded")
+	if err := p.Start(context.Background()); !errors.Is(err, probe.ErrStopped) {
+		t.Fatalf("restarting a stopped probe: %v, want ErrStopped", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package k8sfinalizers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -99,9 +100,14 @@ func TestStartRegistersAndUnregisters(t *testing.T) {
 	if err := w2.Start(ctx); !errors.Is(err, ErrAlreadyRegistered) {
 		t.Errorf("second watcher's Start: got %v, want ErrAlreadyRegistered", err)
 	}
+	// It is stopped for good, like a probe whose start failed, and its
+	// collector was never registered, so it is not unregistered either.
+	if err := w2.Start(ctx); !errors.Is(err, ErrStopped) {
+		t.Errorf("Start after a failed Start: got %v, want ErrStopped", err)
+	}
 	// And the first cannot start twice.
-	if err := w.Start(ctx); err == nil {
-		t.Error("second Start: no error")
+	if err := w.Start(ctx); !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "k8sfinalizers: Watcher.Start") {
+		t.Errorf("second Start: got %v, want ErrRunning naming k8sfinalizers: Watcher.Start", err)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -109,6 +115,10 @@ func TestStartRegistersAndUnregisters(t *testing.T) {
 	}
 	if reg.Unregister(w) {
 		t.Error("the collector is still registered after Start returned")
+	}
+	// A watcher runs once: the answer for a restart is the probe's.
+	if err := w.Start(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Errorf("Start after Start ended: got %v, want ErrStopped", err)
 	}
 }
 

@@ -12,12 +12,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/gcprobe/probe/internal/lifecycle"
 )
 
 // ErrAlreadyRegistered is wrapped by the error Start returns when the
 // registerer already has a k8sfinalizers collector, typically a second
 // Watcher.
 var ErrAlreadyRegistered = errors.New("k8sfinalizers: a collector of these series is already registered on this registerer")
+
+// Errors wrapped by Start; the same values as the root package's (and
+// memstats' and tracing's), so errors.Is works with any of them.
+var (
+	// ErrRunning is wrapped by the error of Start while the watcher's
+	// Start already runs.
+	ErrRunning = lifecycle.ErrRunning
+	// ErrStopped is wrapped by the error of Start once a Start has ended
+	// (or failed): a watcher runs once.
+	ErrStopped = lifecycle.ErrStopped
+)
 
 // InformerSource is the part of a controller-runtime cache the watcher
 // needs: cache.Cache, cache.Informers and a manager's GetCache() satisfy
@@ -43,9 +56,10 @@ type Watcher struct {
 	mu    sync.Mutex
 	kinds []*kindState // in WithGVKs order
 
-	runMu   sync.Mutex
+	runMu   sync.Mutex // guards watched
 	watched bool
-	started bool
+
+	life lifecycle.Lifecycle // Start's: idle → running → stopped, once
 }
 
 var (
@@ -62,6 +76,7 @@ func New(opts ...Option) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{cfg: cfg, descs: newDescs()}
+	w.life.Name, w.life.RunName = "k8sfinalizers: Watcher", "Start"
 	for _, gvk := range cfg.gvks {
 		w.kinds = append(w.kinds, newKindState(gvk))
 	}
@@ -122,35 +137,37 @@ func (w *Watcher) Watch(ctx context.Context, src InformerSource) error {
 // check interval until ctx ends; then it unregisters the collector and
 // returns nil. It returns at once with an error if the collector cannot be
 // registered (ErrAlreadyRegistered for a second watcher on the same
-// registerer) or if the watcher was started before. With this signature a
-// *Watcher is a controller-runtime manager.Runnable.
+// registerer), if Start already runs (ErrRunning), or if a Start has ended
+// or failed before (ErrStopped): like the probe, a watcher runs once. With
+// this signature a *Watcher is a controller-runtime manager.Runnable.
 func (w *Watcher) Start(ctx context.Context) error {
-	w.runMu.Lock()
-	if w.started {
-		w.runMu.Unlock()
-		return errors.New("k8sfinalizers: Start: already started")
-	}
-	w.started = true
-	w.runMu.Unlock()
-
-	if err := w.cfg.registerer.Register(w); err != nil {
-		if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
-			return fmt.Errorf("%w: %w", ErrAlreadyRegistered, err)
+	registered := false
+	return w.life.Run(ctx, func() error {
+		if err := w.cfg.registerer.Register(w); err != nil {
+			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
+				return fmt.Errorf("%w: %w", ErrAlreadyRegistered, err)
+			}
+			return fmt.Errorf("k8sfinalizers: registering the collector: %w", err)
 		}
-		return fmt.Errorf("k8sfinalizers: registering the collector: %w", err)
-	}
-	defer w.cfg.registerer.Unregister(w)
-
-	t := w.cfg.clock.NewTicker(w.cfg.checkInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C():
-			w.check()
+		registered = true
+		return nil
+	}, func(ctx context.Context) {
+		t := w.cfg.clock.NewTicker(w.cfg.checkInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				w.check()
+			}
 		}
-	}
+	}, func() error {
+		if registered {
+			w.cfg.registerer.Unregister(w)
+		}
+		return nil
+	})
 }
 
 // NeedLeaderElection reports whether only the elected leader of a manager

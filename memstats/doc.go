@@ -34,6 +34,15 @@
 // Callers that manage their own goroutines use Run(ctx) instead of Start;
 // Sample performs one round synchronously.
 //
+// # Lifecycle
+//
+// A Sampler runs once: idle after New, running after Start or Run, stopped
+// after Stop or once a Run's context ends, for good. Start or Run on a
+// running sampler returns an error wrapping ErrRunning; on a stopped one,
+// an error wrapping ErrStopped (make a new Sampler). Stop is idempotent,
+// works in any state, and returns once the sampling goroutine has ended.
+// tracing.Reporter and the root package's Probe follow the same rules.
+//
 // # Concurrency
 //
 // All exported functions and methods are safe for concurrent use unless

@@ -2,29 +2,25 @@ package memstats
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/gcprobe/probe/internal/lifecycle"
 )
 
-// Errors returned by Start and Run.
+// Errors wrapped by Start and Run; the same values as tracing's and the
+// root package's, so errors.Is works with any of them.
 var (
-	// ErrRunning is returned by Start or Run while the sampler already
-	// runs.
-	ErrRunning = errors.New("memstats: sampler already running")
-	// ErrStopped is returned by Start or Run after Stop.
-	ErrStopped = errors.New("memstats: sampler stopped")
-)
-
-// Lifecycle states.
-const (
-	stateIdle = iota
-	stateRunning
-	stateStopped
+	// ErrRunning is wrapped by the error of Start or Run while the
+	// sampler already runs.
+	ErrRunning = lifecycle.ErrRunning
+	// ErrStopped is wrapped by the error of Start or Run after Stop, or
+	// after a Run has ended: a sampler runs once.
+	ErrStopped = lifecycle.ErrStopped
 )
 
 // Sampler samples the runtime's GC and finalizer/cleanup state without
@@ -67,10 +63,7 @@ type Sampler struct {
 	subs    atomic.Pointer[[]subscriber]
 	nextSub uint64
 
-	lifeMu sync.Mutex
-	state  int
-	cancel context.CancelFunc
-	done   chan struct{}
+	life lifecycle.Lifecycle // idle → running → stopped, once
 }
 
 // growthAnchor is the round queue growth is measured from: the latest one
@@ -116,74 +109,57 @@ func New(opts ...Option) (*Sampler, error) {
 	s.msInfo.Enabled = cfg.readMemStats
 	s.snap.ReadMemStats = s.msInfo
 	s.read = s.readRuntime
+	s.life.Name = "memstats: Sampler"
 	return s, nil
 }
 
-// Start starts sampling in a background goroutine, until Stop. It returns
-// ErrRunning if the sampler already runs and ErrStopped after Stop.
+// Start starts sampling in a background goroutine, until Stop. A sampler
+// runs once: Start returns an error wrapping ErrRunning if it already runs,
+// and ErrStopped once it has been stopped (make a new Sampler instead).
 func (s *Sampler) Start() error {
-	ctx, st, done, err := s.begin(context.Background())
-	if err != nil {
-		return err
-	}
-	go s.loop(ctx, st, done)
-	return nil
+	return s.life.Start(func() error {
+		st := s.arm()
+		done := s.life.Done()
+		s.life.Go(func() { s.loop(done, st) })
+		return nil
+	}, nil)
 }
 
-// Run samples until ctx is done or Stop is called, then returns nil: the
-// shape of a controller-runtime manager.Runnable, for callers that manage
-// their own goroutines. It returns ErrRunning if the sampler already runs
-// and ErrStopped after Stop.
+// Run samples until ctx is done or Stop is called, then stops the sampler
+// and returns nil: the shape of a controller-runtime manager.Runnable, for
+// callers that manage their own goroutines. Like Start, it runs a sampler
+// once: it returns an error wrapping ErrRunning if the sampler already
+// runs, and ErrStopped once it has been stopped or a Run has ended.
 func (s *Sampler) Run(ctx context.Context) error {
-	ctx, st, done, err := s.begin(ctx)
-	if err != nil {
-		return err
-	}
-	s.loop(ctx, st, done)
-	return nil
+	var st *sentinelState
+	return s.life.Run(ctx,
+		func() error { st = s.arm(); return nil },
+		func(ctx context.Context) { s.loop(ctx.Done(), st) },
+		nil)
 }
 
-// Stop stops sampling and waits for the sampling goroutine to end. The
-// sentinels stop re-arming. Stop is idempotent and safe to call
-// concurrently; a stopped sampler cannot be started again, but Sample,
-// Snapshot and the other readers keep working.
-func (s *Sampler) Stop() {
-	s.lifeMu.Lock()
-	s.state = stateStopped
-	cancel, done := s.cancel, s.done
-	s.lifeMu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+// Stop stops sampling and waits for the sampling goroutine (or Run) to
+// end; the sentinels stop re-arming. Stop is idempotent and safe to call
+// concurrently, also on a sampler that never ran; a stopped sampler cannot
+// be started again, but Sample, Snapshot and the other readers keep
+// working. Stop must not be called from a Subscribe handler (it would wait
+// for itself).
+func (s *Sampler) Stop() { _ = s.life.Stop(nil) }
 
-// begin moves the sampler to running and arms the sentinels.
-func (s *Sampler) begin(parent context.Context) (context.Context, *sentinelState, chan struct{}, error) {
-	s.lifeMu.Lock()
-	defer s.lifeMu.Unlock()
-	switch s.state {
-	case stateRunning:
-		return nil, nil, nil, ErrRunning
-	case stateStopped:
-		return nil, nil, nil, ErrStopped
-	}
-	ctx, cancel := context.WithCancel(parent)
-	s.state, s.cancel, s.done = stateRunning, cancel, make(chan struct{})
-
+// arm starts a run's sentinel chains and hands them to the rounds.
+func (s *Sampler) arm() *sentinelState {
 	st := newSentinelState(s.cfg.clock, &s.sentinelRuns)
 	s.mu.Lock()
 	s.sent = st
 	s.fin, s.cln = latencyState{}, latencyState{}
 	s.mu.Unlock()
 	st.start()
-	return ctx, st, s.done, nil
+	return st
 }
 
 // loop is the sampling goroutine: a round now, then one per tick and per
 // sentinel wake-up.
-func (s *Sampler) loop(ctx context.Context, st *sentinelState, done chan struct{}) {
-	defer close(done)
+func (s *Sampler) loop(done <-chan struct{}, st *sentinelState) {
 	t := s.cfg.clock.NewTicker(s.cfg.interval)
 	defer func() {
 		t.Stop()
@@ -192,16 +168,11 @@ func (s *Sampler) loop(ctx context.Context, st *sentinelState, done chan struct{
 		s.sent = nil
 		s.drops += st.drops.Load()
 		s.mu.Unlock()
-		s.lifeMu.Lock()
-		if s.state == stateRunning {
-			s.state = stateIdle
-		}
-		s.lifeMu.Unlock()
 	}()
 	s.Sample()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-done:
 			return
 		case <-t.C():
 		case <-st.wake:

@@ -7,9 +7,15 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/gcprobe/probe/internal/lifecycle"
+	"github.com/gcprobe/probe/internal/lifecycle/lifecycletest"
 )
 
 // poll calls cond until it holds or the deadline passes. The short sleep
@@ -269,7 +275,8 @@ func TestLifecycle(t *testing.T) {
 }
 
 // TestRun drives Run with a manual clock: it samples at once, on every
-// tick, returns nil when its context ends, and can run again afterwards.
+// tick, returns nil when its context ends, and the sampler is then stopped
+// for good: it runs once.
 func TestRun(t *testing.T) {
 	clk := newManualClock()
 	s, err := New(WithClock(clk), WithInterval(time.Second))
@@ -293,14 +300,34 @@ func TestRun(t *testing.T) {
 	if n := clk.Tickers(); n != 0 {
 		t.Fatalf("%d tickers left running", n)
 	}
-	// Ended by its context, not stopped: it may run again, and Stop ends
-	// that run.
-	go func() { errc <- s.Run(context.Background()) }()
-	poll(t, 5*time.Second, "the second run", func() bool { return clk.Tickers() == 1 })
-	s.Stop()
-	if err := <-errc; err != nil {
-		t.Fatalf("Run ended by Stop returned %v", err)
+	// Ended by its context: stopped, like after Stop.
+	if err := s.Run(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Run after a Run ended: %v, want ErrStopped", err)
 	}
+	if err := s.Start(); !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "memstats: Sampler.Start") {
+		t.Fatalf("Start after a Run ended: %v, want ErrStopped naming memstats: Sampler.Start", err)
+	}
+}
+
+// The lifecycle matrix: every order of Start, Run and Stop, and all of
+// them from many goroutines at once, answer as package lifecycle says and
+// leave no goroutine behind.
+func TestLifecycleMatrix(t *testing.T) {
+	subject := func(t *testing.T) lifecycletest.Subject {
+		s, err := New(WithInterval(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lifecycletest.Subject{
+			Start: s.Start,
+			Run:   s.Run,
+			Stop:  func() error { s.Stop(); return nil },
+			State: s.life.State,
+		}
+	}
+	ignore := goleak.IgnoreAnyFunction("runtime.runCleanups")
+	t.Run("sequences", func(t *testing.T) { lifecycletest.Matrix(t, subject, lifecycle.Idle, ignore) })
+	t.Run("concurrent", func(t *testing.T) { lifecycletest.Concurrent(t, subject, 20, 9, ignore) })
 }
 
 // TestWakesOnGC: with an interval of an hour only the sentinels wake the

@@ -104,7 +104,7 @@ type sentinelState struct {
 	finObj atomic.Pointer[weak.Pointer[sentinel]]
 	clnObj atomic.Pointer[runtime.Cleanup]
 
-	// runs counts the runs of both chains for the Sampler, across restarts:
+	// runs counts the runs of both chains for the Sampler (SentinelRuns):
 	// [0] finalizers, [1] cleanups.
 	runs *[2]atomic.Uint64
 

@@ -35,6 +35,15 @@
 // leak report and ReportPauses the pending pause spans on demand, running
 // or not.
 //
+// # Lifecycle
+//
+// A Reporter runs once: idle after New, running after Start or Run,
+// stopped after Stop or once a Run's context ends, for good. Start or Run
+// on a running reporter returns an error wrapping ErrRunning; on a stopped
+// one, an error wrapping ErrStopped (make a new Reporter). Stop is
+// idempotent and works in any state. memstats.Sampler and the root
+// package's Probe follow the same rules.
+//
 // # Concurrency
 //
 // All exported functions and methods are safe for concurrent use unless

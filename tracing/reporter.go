@@ -2,33 +2,27 @@ package tracing
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/memstats"
 )
 
-// Errors returned by Start and Run.
+// Errors wrapped by Start and Run; the same values as memstats' and the
+// root package's, so errors.Is works with any of them.
 var (
-	// ErrRunning is returned by Start or Run while the reporter already
-	// runs.
-	ErrRunning = errors.New("tracing: reporter already running")
-	// ErrStopped is returned by Start or Run after Stop.
-	ErrStopped = errors.New("tracing: reporter stopped")
+	// ErrRunning is wrapped by the error of Start or Run while the
+	// reporter already runs.
+	ErrRunning = lifecycle.ErrRunning
+	// ErrStopped is wrapped by the error of Start or Run after Stop, or
+	// after a Run has ended: a reporter runs once.
+	ErrStopped = lifecycle.ErrStopped
 )
 
 // ScopeName is the instrumentation scope of the reporter's tracer.
 const ScopeName = "github.com/gcprobe/probe/tracing"
-
-// Lifecycle states.
-const (
-	stateIdle = iota
-	stateRunning
-	stateStopped
-)
 
 // Reporter turns the finalizer ledger and the GC sampler into spans: a
 // periodic leak report, a span per long GC pause, and a span per batch of
@@ -40,10 +34,7 @@ type Reporter struct {
 	pauses pauseState
 	dets   detectorQueue
 
-	lifeMu sync.Mutex
-	state  int
-	cancel context.CancelFunc
-	done   chan struct{}
+	life lifecycle.Lifecycle // idle → running → stopped, once
 }
 
 // New returns a Reporter configured by opts. It emits nothing until Start,
@@ -59,68 +50,49 @@ func New(opts ...Option) (*Reporter, error) {
 	}
 	r.pauses.init()
 	r.dets.init(DefaultDetectorQueue)
+	r.life.Name = "tracing: Reporter"
 	return r, nil
 }
 
-// Start runs the reporter in a background goroutine until Stop. It returns
-// ErrRunning if the reporter already runs and ErrStopped after Stop.
+// Start runs the reporter in a background goroutine until Stop. A
+// reporter runs once: Start returns an error wrapping ErrRunning if it
+// already runs, and ErrStopped once it has been stopped (make a new
+// Reporter instead).
 func (r *Reporter) Start() error {
-	ctx, done, err := r.begin(context.Background())
-	if err != nil {
-		return err
-	}
-	go r.loop(ctx, done)
-	return nil
+	return r.life.Start(func() error {
+		done := r.life.Done()
+		r.life.Go(func() { r.loop(context.Background(), done) })
+		return nil
+	}, nil)
 }
 
-// Run runs the reporter until ctx is done or Stop is called, then returns
-// nil: the shape of a controller-runtime manager.RunnableFunc. It returns
-// ErrRunning if the reporter already runs and ErrStopped after Stop.
+// Run runs the reporter until ctx is done or Stop is called, then stops it
+// and returns nil: the shape of a controller-runtime manager.RunnableFunc.
+// Like Start, it runs a reporter once: it returns an error wrapping
+// ErrRunning if the reporter already runs, and ErrStopped once it has been
+// stopped or a Run has ended.
 func (r *Reporter) Run(ctx context.Context) error {
-	ctx, done, err := r.begin(ctx)
-	if err != nil {
-		return err
-	}
-	r.loop(ctx, done)
-	return nil
+	return r.life.Run(ctx, nil, func(ctx context.Context) {
+		// ctx carries what the caller put in it (a parent span, say)
+		// to the spans, even those of the final flush.
+		r.loop(context.WithoutCancel(ctx), ctx.Done())
+	}, nil)
 }
 
-// Stop stops the reporter and waits for its goroutine to end; the pauses
-// and detector events seen by then are reported first. Stop is idempotent
-// and safe to call concurrently; a stopped reporter cannot be started
-// again, but ReportNow and ReportPauses keep working.
-func (r *Reporter) Stop() {
-	r.lifeMu.Lock()
-	r.state = stateStopped
-	cancel, done := r.cancel, r.done
-	r.lifeMu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
-
-func (r *Reporter) begin(parent context.Context) (context.Context, chan struct{}, error) {
-	r.lifeMu.Lock()
-	defer r.lifeMu.Unlock()
-	switch r.state {
-	case stateRunning:
-		return nil, nil, ErrRunning
-	case stateStopped:
-		return nil, nil, ErrStopped
-	}
-	ctx, cancel := context.WithCancel(parent)
-	r.state = stateRunning
-	r.cancel = cancel
-	r.done = make(chan struct{})
-	return ctx, r.done, nil
-}
+// Stop stops the reporter and waits for its goroutine (or Run) to end; the
+// pauses and detector events seen by then are reported first. Stop is
+// idempotent and safe to call concurrently, also on a reporter that never
+// ran; a stopped reporter cannot be started again, but ReportNow and
+// ReportPauses keep working.
+func (r *Reporter) Stop() { _ = r.life.Stop(nil) }
 
 // loop is the reporter's goroutine. Everything that creates spans on a
 // schedule runs here, never on the sampler's goroutine: a tracer provider
 // with a synchronous exporter may block, and the sampler must not.
-func (r *Reporter) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+//
+// ctx is only a carrier of the spans' parent, never done, so that the
+// final flush still reports; done ends the loop.
+func (r *Reporter) loop(ctx context.Context, done <-chan struct{}) {
 	var unsubscribe func()
 	if s := r.cfg.sampler; s != nil {
 		unsubscribe = s.Subscribe(r.dets.push)
@@ -135,15 +107,13 @@ func (r *Reporter) loop(ctx context.Context, done chan struct{}) {
 	}
 	for {
 		select {
-		case <-ctx.Done():
+		case <-done:
 			if unsubscribe != nil {
 				unsubscribe()
 			}
-			// Report what has been seen, with a context that is not
-			// done: the spans' parent context is only a carrier here.
-			flush := context.WithoutCancel(ctx)
-			r.ReportPauses(flush)
-			r.reportDetectors(flush)
+			// Report what has been seen.
+			r.ReportPauses(ctx)
+			r.reportDetectors(ctx)
 			return
 		case <-leak.C:
 			r.ReportNow(ctx)

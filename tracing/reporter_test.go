@@ -3,11 +3,16 @@ package tracing
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/gcprobe/probe/internal/lifecycle"
+	"github.com/gcprobe/probe/internal/lifecycle/lifecycletest"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -109,4 +114,37 @@ func TestLoopSchedule(t *testing.T) {
 			t.Errorf("%d pause spans after Stop, want 1 (flushed)", got)
 		}
 	})
+}
+
+// The lifecycle matrix: every order of Start, Run and Stop, and all of
+// them from many goroutines at once, answer as package lifecycle says and
+// leave no goroutine behind.
+func TestLifecycleMatrix(t *testing.T) {
+	w := newWatcher(t)
+	subject := func(t *testing.T) lifecycletest.Subject {
+		r := newReporter(t, WithTracerProvider(noopProvider()), WithWatcher(w))
+		return lifecycletest.Subject{
+			Start: r.Start,
+			Run:   r.Run,
+			Stop:  func() error { r.Stop(); return nil },
+			State: r.life.State,
+		}
+	}
+	ignore := goleak.IgnoreAnyFunction("runtime.runCleanups")
+	t.Run("sequences", func(t *testing.T) { lifecycletest.Matrix(t, subject, lifecycle.Idle, ignore) })
+	t.Run("concurrent", func(t *testing.T) { lifecycletest.Concurrent(t, subject, 20, 9, ignore) })
+}
+
+// A Run ended by its context leaves the reporter stopped, as Stop does.
+func TestRunEndedByContextStops(t *testing.T) {
+	r := newReporter(t, WithTracerProvider(noopProvider()), WithWatcher(newWatcher(t)))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := r.Run(ctx); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	err := r.Start()
+	if !errors.Is(err, ErrStopped) || !strings.Contains(err.Error(), "tracing: Reporter.Start") {
+		t.Fatalf("Start after Run ended: %v, want ErrStopped naming tracing: Reporter.Start", err)
+	}
 }

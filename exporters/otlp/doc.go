@@ -53,9 +53,12 @@
 // exports batches; each export is bounded by the export timeout, which
 // covers the exporter's own retries. Memory is bounded by the queue, one
 // batch and one request in flight. Shutdown exports what is queued but
-// stops at the first failed export, and with a deadline it aborts the
-// export in flight early enough to return by it, abandoning (and counting)
-// the rest: its goroutine has ended when it returns.
+// stops at the first failed export (the one in flight when it is called
+// included), and it aborts the export in flight early enough to return by
+// its context's deadline, or within one export timeout when the context
+// has none, abandoning (and counting) the rest: its goroutine has ended
+// when it returns. A collector that accepts and never answers holds
+// Shutdown(context.Background()) for at most the export timeout.
 //
 // The SDK's BatchSpanProcessor is not used: it drops spans without
 // counting them, and its Shutdown returns at the deadline while its

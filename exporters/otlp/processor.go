@@ -42,6 +42,12 @@ type batcher struct {
 	stopping atomic.Bool
 	stopOnce sync.Once
 
+	// failedStopping is set by an export that fails once Shutdown has
+	// been called, the export in flight at that moment included: the
+	// first failed export of the shutdown, after which nothing more is
+	// tried.
+	failedStopping atomic.Bool
+
 	dropped, exported, failed atomic.Uint64
 
 	// Owned by the loop until done is closed.
@@ -120,8 +126,12 @@ func (b *batcher) run() {
 			// Export everything, unless an export fails: then the
 			// collector is unreachable, and trying batch after batch
 			// would only make Shutdown wait export timeout after
-			// export timeout. What is left is abandoned.
-			batch = b.drain(batch, -1)
+			// export timeout. What is left is abandoned. The export
+			// that was in flight when Shutdown was called counts: if
+			// it failed, nothing more is tried.
+			if !b.failedStopping.Load() {
+				batch = b.drain(batch, -1)
+			}
 			n := b.abandon(batch)
 			switch {
 			case n > 0 && b.lastErr != nil:
@@ -200,6 +210,9 @@ func (b *batcher) export(batch []sdktrace.ReadOnlySpan) ([]sdktrace.ReadOnlySpan
 	clear(batch)
 	if err != nil {
 		b.failed.Add(n)
+		if b.stopping.Load() {
+			b.failedStopping.Store(true)
+		}
 		if !b.failing && b.log != nil {
 			b.log.Warn("otlpexporter: exporting spans failed; failures are counted until an export succeeds",
 				"spans", n, "error", err)
@@ -246,12 +259,13 @@ const shutdownMargin = 250 * time.Millisecond
 // its deadline.
 var errAbandoned = errors.New("otlpexporter: shutdown deadline reached; queued spans abandoned")
 
-// Shutdown exports what is queued, stopping at the first failed export,
-// then shuts the exporter down. If ctx has a deadline, Shutdown aborts the
-// export in flight and abandons the rest (counted as dropped) early enough
-// to return by that deadline; if ctx is cancelled, it does so at once. In
-// every case the processor's goroutine has ended when Shutdown returns.
-// Calls after the first return nil.
+// Shutdown exports what is queued, stopping at the first failed export
+// (the one in flight when it is called included), then shuts the exporter
+// down. Its deadline is ctx's, or one export timeout from now if ctx has
+// none: Shutdown aborts the export in flight and abandons the rest
+// (counted as dropped) early enough to return by it; if ctx is cancelled,
+// it does so at once. In every case the processor's goroutine has ended
+// when Shutdown returns. Calls after the first return nil.
 func (b *batcher) Shutdown(ctx context.Context) error {
 	first := false
 	b.stopOnce.Do(func() { first = true })
@@ -261,17 +275,21 @@ func (b *batcher) Shutdown(ctx context.Context) error {
 	b.stopping.Store(true)
 	close(b.stop)
 
-	var deadline <-chan time.Time
-	if dl, ok := ctx.Deadline(); ok {
-		left := time.Until(dl)
-		t := time.NewTimer(left - min(left/4, shutdownMargin))
-		defer t.Stop()
-		deadline = t.C
+	if _, ok := ctx.Deadline(); !ok {
+		// Without a deadline a collector that accepts and never answers
+		// would hold Shutdown for an export timeout per batch.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.cfg.exportTimeout)
+		defer cancel()
 	}
+	dl, _ := ctx.Deadline()
+	left := time.Until(dl)
+	t := time.NewTimer(left - min(left/4, shutdownMargin))
+	defer t.Stop()
 	var err error
 	select {
 	case <-b.done:
-	case <-deadline:
+	case <-t.C:
 		err = fmt.Errorf("%w: %w", errAbandoned, context.DeadlineExceeded)
 	case <-ctx.Done():
 		err = fmt.Errorf("%w: %w", errAbandoned, context.Cause(ctx))

@@ -136,13 +136,18 @@ func (p *Provider) Failed() uint64 { return p.batcher.failed.Load() }
 
 // Shutdown flushes the queued spans and stops the provider: the spans
 // still queued are exported, the exporter shut down, and the provider's
-// goroutine ended. Once an export fails, the rest is abandoned rather than
-// tried batch after batch against an unreachable collector. If ctx has a
-// deadline, Shutdown returns by it, aborting the export in flight in time
-// (a little before, to leave room to close the exporter); the spans
-// abandoned count as dropped, and the error then wraps
-// context.DeadlineExceeded. After Shutdown the provider makes no-op spans.
-// Shutdown is safe to call more than once.
+// goroutine ended. Once an export fails (the one in flight when Shutdown
+// is called included), the rest is abandoned rather than tried batch after
+// batch against an unreachable collector. Shutdown returns by ctx's
+// deadline, or within one export timeout (WithExportTimeout,
+// DefaultExportTimeout) if ctx has none, aborting the export in flight in
+// time (a little before, to leave room to close the exporter), and at once
+// if ctx is cancelled; the spans abandoned count as dropped, and the error
+// then wraps context.DeadlineExceeded or ctx's cause. Against a collector
+// that accepts and never answers, Shutdown(context.Background()) thus
+// returns within the export timeout, over gRPC and HTTP alike. After
+// Shutdown the provider makes no-op spans. Shutdown is safe to call more
+// than once.
 func (p *Provider) Shutdown(ctx context.Context) error {
 	return p.TracerProvider.Shutdown(ctx)
 }

@@ -1,0 +1,176 @@
+package probe_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gcprobe/probe"
+)
+
+// rawScrape sends GET /metrics on c (keep-alive) and reads the answer.
+func rawScrape(c net.Conn, br *bufio.Reader) (*http.Response, error) {
+	if _, err := io.WriteString(c, "GET /metrics HTTP/1.1\r\nHost: probe\r\n\r\n"); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, err
+}
+
+// Issue 12, item 9: the listener held 2 000 idle keep-alive connections
+// (2 004 goroutines). Now an idle connection is closed within
+// ListenerIdleTimeout, at most MaxListenerConns are open at once however
+// many clients connect, the goroutines stay bounded with them, and every
+// scrape still gets its answer.
+func TestListenerBoundsConnections(t *testing.T) {
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	addr := p.Addr().String()
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	t.Run("idle connections are closed", func(t *testing.T) {
+		// A few clients, well under the cap: their connections are kept
+		// alive, then closed by the server once idle.
+		const n = 4
+		type idle struct {
+			c     net.Conn
+			br    *bufio.Reader
+			since time.Time
+		}
+		var conns []idle
+		for range n {
+			c := dial()
+			br := bufio.NewReader(c)
+			resp, err := rawScrape(c, br)
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("scrape: %v, %v", resp, err)
+			}
+			if resp.Close {
+				t.Fatal("a lone client's connection was not kept alive: nothing to test")
+			}
+			conns = append(conns, idle{c, br, time.Now()})
+		}
+		for _, ic := range conns {
+			// The read ends with EOF when the server closes the
+			// connection; the deadline only bounds the wait.
+			ic.c.SetReadDeadline(ic.since.Add(probe.ListenerIdleTimeout + 5*time.Second))
+			_, err := ic.br.ReadByte()
+			took := time.Since(ic.since)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("an idle connection was still open %v after its last response (idle timeout %v)", took, probe.ListenerIdleTimeout)
+			}
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("reading an idle connection: %v", err)
+			}
+			t.Logf("idle connection closed by the server after %v", took.Round(time.Millisecond))
+		}
+		waitFor(t, 10*time.Second, "the listener to hold no connection", func() bool { return p.OpenConns() == 0 })
+	})
+
+	t.Run("connections beyond the cap wait", func(t *testing.T) {
+		const clients = 8 * probe.MaxListenerConns
+		runtime.GC()
+		base := runtime.NumGoroutine()
+		// Sample the open connections and goroutines while the clients
+		// come and go.
+		var maxConns, maxGoroutines atomic.Int64
+		stop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			for {
+				if n := int64(p.OpenConns()); n > maxConns.Load() {
+					maxConns.Store(n)
+				}
+				if n := int64(runtime.NumGoroutine()); n > maxGoroutines.Load() {
+					maxGoroutines.Store(n)
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond): // sampling interval
+				}
+			}
+		}()
+		// Every client connects and asks at once (the kernel completes
+		// the connections the listener has not accepted yet); then they
+		// read their answers in turn, keeping their connections open.
+		conns := make([]net.Conn, clients)
+		for i := range conns {
+			conns[i] = dial()
+			if _, err := io.WriteString(conns[i], "GET /metrics HTTP/1.1\r\nHost: probe\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		closed := 0
+		for i, c := range conns {
+			c.SetReadDeadline(time.Now().Add(30 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("client %d of %d: no answer: %v", i, clients, err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("client %d: %s", i, resp.Status)
+			}
+			if resp.Close {
+				closed++
+			}
+		}
+		close(stop)
+		<-sampled
+		t.Logf("%d clients: at most %d connections open, goroutines %d → at most %d; %d answers closed their connection",
+			clients, maxConns.Load(), base, maxGoroutines.Load(), closed)
+		if m := maxConns.Load(); m > probe.MaxListenerConns {
+			t.Errorf("%d connections open at once, cap %d", m, probe.MaxListenerConns)
+		}
+		// Per open connection, its goroutine and, while a request is
+		// in, a background reader; per running scrape (at most 8), a
+		// few more (promhttp's timeout handler, the registry's
+		// collectors). Without the cap every client held at least one.
+		if grown := maxGoroutines.Load() - int64(base); grown > 4*probe.MaxListenerConns {
+			t.Errorf("goroutines grew by %d with %d clients; the cap is %d connections", grown, clients, probe.MaxListenerConns)
+		}
+		// Past half the cap, answers close their connections: proof
+		// that the clients did crowd the listener.
+		if closed == 0 {
+			t.Error("no answer closed its connection although the listener was full")
+		}
+		// A client of the usual kind still gets its scrape.
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Get("http://" + addr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("scrape after the flood: %s", resp.Status)
+		}
+	})
+}
