@@ -11,7 +11,7 @@ import (
 )
 
 // Whatever the option values, New returns a probe or an error naming the
-// option; it never panics.
+// option (the root's, or the package's it forwards to); it never panics.
 func FuzzOptions(f *testing.F) {
 	f.Add(int64(time.Second), 10, "127.0.0.1:0")
 	f.Add(int64(0), 0, "")
@@ -25,7 +25,7 @@ func FuzzOptions(f *testing.F) {
 			probe.WithListenAddr(addr),
 		)
 		if err != nil {
-			if p != nil || !strings.HasPrefix(err.Error(), "probe: With") {
+			if p != nil || !strings.HasPrefix(err.Error(), "probe: ") || !strings.Contains(err.Error(), ": With") {
 				t.Fatalf("New: %v, %q", p, err)
 			}
 			return

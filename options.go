@@ -2,67 +2,66 @@ package probe
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
 
+	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/tracing"
 )
 
-// Defaults for the probe's options.
+// Defaults for the probe's options. Each is the default of the package that
+// owns the setting.
 const (
 	// DefaultInterval is how often the probe samples the runtime when no
 	// GC cycle wakes it sooner.
 	DefaultInterval = memstats.DefaultInterval
 	// DefaultTopK is how many sites of each kind get series and report
 	// entries of their own.
-	DefaultTopK = 10
+	DefaultTopK = promexporter.DefaultTopK
 	// DefaultMinReadMemStatsInterval is the least time between two
 	// runtime.ReadMemStats calls when WithReadMemStats is on.
 	DefaultMinReadMemStatsInterval = memstats.DefaultMinReadMemStatsInterval
 )
 
 // Option configures a Probe. Options are validated by New and Start; a bad
-// value is an error naming the option, never a panic.
+// value, or a nil Option, is an error naming it, never a panic.
+//
+// An option that sets something a part of the probe owns (the sampling
+// interval, top K, the span thresholds) forwards to that package's option:
+// the limit is the package's, defined once, and New returns that package's
+// error, prefixed with "probe: ".
 type Option func(*config) error
 
 type config struct {
-	registerer     prometheus.Registerer
-	tracerProvider trace.TracerProvider
-	watcher        *finalizerwatch.Watcher
-	interval       time.Duration
-	topK           int
-	listenAddr     string
-	readMemStats   bool
-	fullStacks     bool
-	logger         *slog.Logger
-	samplerOpts    []memstats.Option
-	leakInterval   time.Duration
-	pauseThreshold time.Duration
+	registerer  prometheus.Registerer
+	watcher     *finalizerwatch.Watcher
+	topK        int // also what Report shows; validated by promexporter.WithTopK
+	listenAddr  string
+	fullStacks  bool
+	logger      *slog.Logger
+	samplerOpts []memstats.Option
+	promOpts    []promexporter.Option
+	traceOpts   []tracing.Option
 }
 
 func defaultConfig() config {
 	return config{
 		registerer: prometheus.DefaultRegisterer,
 		watcher:    finalizerwatch.Default,
-		interval:   DefaultInterval,
 		topK:       DefaultTopK,
 		logger:     slog.New(slog.DiscardHandler),
-
-		leakInterval:   tracing.DefaultLeakReportInterval,
-		pauseThreshold: tracing.DefaultPauseThreshold,
 	}
 }
 
 func (c *config) apply(opts []Option) error {
-	for i, o := range opts {
+	for _, o := range opts {
 		if o == nil {
-			return fmt.Errorf("probe: option %d is nil", i)
+			return errors.New("probe: New: nil Option")
 		}
 		if err := o(c); err != nil {
 			return err
@@ -87,14 +86,9 @@ func WithRegisterer(r prometheus.Registerer) Option {
 // WithTracerProvider makes the probe's spans (leak reports, long GC
 // pauses, detector events; see package tracing) use tp instead of the
 // global tracer provider, which is a no-op until the program installs one.
+// It forwards tracing.WithTracerProvider (tp must not be nil).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(c *config) error {
-		if tp == nil {
-			return errors.New("probe: WithTracerProvider: nil TracerProvider")
-		}
-		c.tracerProvider = tp
-		return nil
-	}
+	return tracingOptions(tracing.WithTracerProvider(tp))
 }
 
 // WithWatcher makes the probe report the ledger of w instead of
@@ -111,27 +105,23 @@ func WithWatcher(w *finalizerwatch.Watcher) Option {
 }
 
 // WithInterval sets how often the runtime is sampled when no GC cycle wakes
-// the probe sooner (default DefaultInterval). It must be at least a
-// millisecond.
+// the probe sooner (default DefaultInterval). It forwards
+// memstats.WithInterval, whose limit applies (d must be positive).
 func WithInterval(d time.Duration) Option {
-	return func(c *config) error {
-		if d < time.Millisecond {
-			return fmt.Errorf("probe: WithInterval: must be at least 1ms, got %v", d)
-		}
-		c.interval = d
-		return nil
-	}
+	return WithSamplerOptions(memstats.WithInterval(d))
 }
 
-// WithTopK sets how many sites of each kind get Prometheus series and
-// report entries of their own (default DefaultTopK, at most 1000); the rest
-// are summed under site="other".
+// WithTopK sets how many sites of each kind get Prometheus series, leak
+// report events and Report entries of their own (default DefaultTopK); the
+// rest are summed under site="other". It forwards promexporter.WithTopK and
+// tracing.WithTopK, whose limit applies (k must be at least 1). The number
+// of series stays bounded whatever k is: there are no more sites than the
+// watcher keeps (finalizerwatch.WithMaxSites).
 func WithTopK(k int) Option {
 	return func(c *config) error {
-		if k < 1 || k > 1000 {
-			return fmt.Errorf("probe: WithTopK: must be in [1, 1000], got %d", k)
-		}
 		c.topK = k
+		c.promOpts = append(c.promOpts, promexporter.WithTopK(k))
+		c.traceOpts = append(c.traceOpts, tracing.WithTopK(k))
 		return nil
 	}
 }
@@ -157,12 +147,9 @@ func WithListenAddr(addr string) Option {
 
 // WithReadMemStats turns on runtime.ReadMemStats, at most once per
 // DefaultMinReadMemStatsInterval. It stops the world on every call; the
-// probe does not call it unless asked.
+// probe does not call it unless asked. It forwards memstats.WithReadMemStats.
 func WithReadMemStats(on bool) Option {
-	return func(c *config) error {
-		c.readMemStats = on
-		return nil
-	}
+	return WithSamplerOptions(memstats.WithReadMemStats(on))
 }
 
 // WithFullStacks makes the watcher capture the full stack of every
@@ -187,7 +174,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithSamplerOptions passes options to the probe's memstats.Sampler, such
-// as detector thresholds.
+// as detector thresholds, after the probe's own; they are validated by
+// memstats.New.
 func WithSamplerOptions(opts ...memstats.Option) Option {
 	return func(c *config) error {
 		c.samplerOpts = append(c.samplerOpts, opts...)
@@ -195,26 +183,27 @@ func WithSamplerOptions(opts ...memstats.Option) Option {
 	}
 }
 
-// WithLeakReportInterval sets how often the probe emits a
-// gcprobe.leak_report span (default one minute, at least one second).
-func WithLeakReportInterval(d time.Duration) Option {
+// tracingOptions forwards opts to the probe's tracing.Reporter, after the
+// probe's own (its watcher and sampler); tracing.New validates them.
+func tracingOptions(opts ...tracing.Option) Option {
 	return func(c *config) error {
-		if d < time.Second {
-			return fmt.Errorf("probe: WithLeakReportInterval: must be at least 1s, got %v", d)
-		}
-		c.leakInterval = d
+		c.traceOpts = append(c.traceOpts, opts...)
 		return nil
 	}
 }
 
-// WithPauseThreshold sets the GC pause above which the probe emits a
-// gcprobe.gc_pause span (default 10ms). It must be positive.
+// WithLeakReportInterval sets how often the probe emits a
+// gcprobe.leak_report span (default tracing.DefaultLeakReportInterval). It
+// forwards tracing.WithLeakReportInterval, whose limit applies (d must be
+// positive).
+func WithLeakReportInterval(d time.Duration) Option {
+	return tracingOptions(tracing.WithLeakReportInterval(d))
+}
+
+// WithPauseThreshold sets the shortest GC pause for which the probe emits a
+// gcprobe.gc_pause span (default tracing.DefaultPauseThreshold; zero: every
+// pause). It forwards tracing.WithPauseThreshold, whose limit applies (d
+// must not be negative).
 func WithPauseThreshold(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return fmt.Errorf("probe: WithPauseThreshold: must be > 0, got %v", d)
-		}
-		c.pauseThreshold = d
-		return nil
-	}
+	return tracingOptions(tracing.WithPauseThreshold(d))
 }

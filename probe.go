@@ -75,11 +75,7 @@ func New(opts ...Option) (*Probe, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	smOpts := append([]memstats.Option{
-		memstats.WithInterval(cfg.interval),
-		memstats.WithReadMemStats(cfg.readMemStats),
-	}, cfg.samplerOpts...)
-	sampler, err := memstats.New(smOpts...)
+	sampler, err := memstats.New(cfg.samplerOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -89,25 +85,18 @@ func New(opts ...Option) (*Probe, error) {
 		sampler: sampler,
 		profile: pprofexporter.Handler(cfg.watcher),
 	}
-	inner, err := promexporter.New(
+	inner, err := promexporter.New(append([]promexporter.Option{
 		promexporter.WithWatcher(cfg.watcher),
 		promexporter.WithSampler(sampler),
-		promexporter.WithTopK(cfg.topK),
-	)
+	}, cfg.promOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
 	p.collector = newCollector(p, inner)
-	trOpts := []tracing.Option{
+	trOpts := append([]tracing.Option{
 		tracing.WithSampler(sampler),
 		tracing.WithWatcher(cfg.watcher),
-		tracing.WithTopK(cfg.topK),
-		tracing.WithLeakReportInterval(cfg.leakInterval),
-		tracing.WithPauseThreshold(cfg.pauseThreshold),
-	}
-	if cfg.tracerProvider != nil {
-		trOpts = append(trOpts, tracing.WithTracerProvider(cfg.tracerProvider))
-	}
+	}, cfg.traceOpts...)
 	if p.reporter, err = tracing.New(trOpts...); err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}

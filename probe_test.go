@@ -118,13 +118,13 @@ func TestOptionsAreValidated(t *testing.T) {
 		give probe.Option
 		want string
 	}{
-		{"nil option", nil, "probe: option 0 is nil"},
+		{"nil option", nil, "probe: New: nil Option"},
 		{"nil registerer", probe.WithRegisterer(nil), "probe: WithRegisterer: nil Registerer"},
-		{"nil tracer provider", probe.WithTracerProvider(nil), "probe: WithTracerProvider: nil TracerProvider"},
+		{"nil tracer provider", probe.WithTracerProvider(nil), "probe: tracing: WithTracerProvider: nil TracerProvider"},
 		{"nil watcher", probe.WithWatcher(nil), "probe: WithWatcher: nil Watcher"},
-		{"interval", probe.WithInterval(time.Microsecond), "probe: WithInterval: must be at least 1ms, got 1µs"},
-		{"top-k zero", probe.WithTopK(0), "probe: WithTopK: must be in [1, 1000], got 0"},
-		{"top-k huge", probe.WithTopK(5000), "probe: WithTopK: must be in [1, 1000], got 5000"},
+		{"interval", probe.WithInterval(0), "probe: memstats: WithInterval: interval must be > 0, got 0s"},
+		{"top-k zero", probe.WithTopK(0), "probe: promexporter: WithTopK: must be >= 1, got 0"},
+		{"nil sampler option", probe.WithSamplerOptions(nil), "probe: memstats: New: nil Option"},
 		{"empty listen address", probe.WithListenAddr(""), "probe: WithListenAddr: empty address"},
 		{"nil logger", probe.WithLogger(nil), "probe: WithLogger: nil Logger"},
 	}

@@ -68,11 +68,12 @@ func TestRegistrationEscapes(t *testing.T) {
 		t.Skipf("not in the module's source tree: %v", err)
 	}
 	const module = "github.com/gcprobe/probe"
+	// Built from bench/, a module of its own that requires the root
+	// module (replaced by this checkout).
 	cmd := exec.Command(goTool, "build",
 		"-gcflags="+module+"/finalizerwatch=-m=2",
 		"-gcflags="+module+"/bench/internal/escapeprobe=-m=2",
-		"./finalizerwatch", "./bench/internal/escapeprobe")
-	cmd.Dir = root
+		module+"/finalizerwatch", "./internal/escapeprobe")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)

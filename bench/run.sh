@@ -29,6 +29,7 @@ WORKERS=${WORKERS:-4}
 ONLY=${ONLY:-}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gcprobe-bench.XXXXXX")}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd) # the go commands below run in bench/, a module of its own
 
 # The benchstat version this script was written against; any recent one
 # reads the same format.
@@ -55,9 +56,9 @@ start=$(date +%s)
 # not the lines.
 log "generating 10 000 registration sites and building the benchmark binary"
 mkdir -p "$OUT/gen"
-go run ./bench/internal/gensites -n 10000 -o "$OUT/gen/sites_gen_test.go"
+(cd "$root/bench" && go run ./internal/gensites -n 10000 -o "$OUT/gen/sites_gen_test.go")
 printf '{"Replace":{"%s":"%s"}}\n' "$root/bench/sites_gen_test.go" "$OUT/gen/sites_gen_test.go" >"$OUT/gen/overlay.json"
-go test -c -o "$OUT/bench.test" -tags gcprobe_sites -overlay "$OUT/gen/overlay.json" ./bench
+(cd "$root/bench" && go test -c -o "$OUT/bench.test" -tags gcprobe_sites -overlay "$OUT/gen/overlay.json" .)
 
 # run_bench FILE ARGS...: runs the binary from bench/ and appends its
 # output to FILE.
@@ -157,6 +158,6 @@ else
 fi
 
 echo "### ratios (medians; goals from the overhead issue)"
-go run ./bench/internal/ratios "${results[@]}" | tee "$OUT/ratios.txt"
+(cd "$root/bench" && go run ./internal/ratios "${results[@]}") | tee "$OUT/ratios.txt"
 echo
 echo "raw results in $OUT; took $(( $(date +%s) - start ))s"

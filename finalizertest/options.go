@@ -28,15 +28,9 @@ const (
 )
 
 // Option configures Find, VerifyNone and VerifyTestMain. Options are
-// validated when they are used: a bad value makes Find return an error
-// that names the option (VerifyNone reports it with t.Error).
-type Option interface {
-	apply(*config) error
-}
-
-type optionFunc func(*config) error
-
-func (f optionFunc) apply(c *config) error { return f(c) }
+// validated when they are used: a bad value, or a nil Option, makes Find
+// return an error that names it (VerifyNone reports it with t.Error).
+type Option func(*config) error
 
 // config is what the options build.
 type config struct {
@@ -53,11 +47,11 @@ func buildConfig(opts []Option) (*config, error) {
 		cycles:   DefaultCycles,
 		deadline: DefaultDeadline,
 	}
-	for i, o := range opts {
+	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("finalizertest: option %d is nil", i)
+			return nil, errors.New("finalizertest: Find: nil Option")
 		}
-		if err := o.apply(c); err != nil {
+		if err := o(c); err != nil {
 			return nil, err
 		}
 	}
@@ -73,13 +67,13 @@ func buildConfig(opts []Option) (*config, error) {
 // WithWatcher checks the ledger of w instead of finalizerwatch.Default.
 // Tests that make their own Watcher (finalizerwatch.New) pass it here.
 func WithWatcher(w *finalizerwatch.Watcher) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if w == nil {
 			return errors.New("finalizertest: WithWatcher: nil Watcher")
 		}
 		c.watcher = w
 		return nil
-	})
+	}
 }
 
 // WithCycles sets how many GC cycles Find forces before an outstanding
@@ -87,13 +81,13 @@ func WithWatcher(w *finalizerwatch.Watcher) Option {
 // Raise it for code whose finalizers release objects that have
 // finalizers of their own: each link of such a chain takes one cycle.
 func WithCycles(n int) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if n < 1 || n > MaxCycles {
 			return fmt.Errorf("finalizertest: WithCycles: must be in [1, %d], got %d", MaxCycles, n)
 		}
 		c.cycles = n
 		return nil
-	})
+	}
 }
 
 // WithDeadline bounds how long Find waits for its GC cycles and for the
@@ -101,20 +95,20 @@ func WithCycles(n int) Option {
 // passes, Find returns an error that says what it was still waiting for
 // and lists the registrations outstanding at that moment.
 func WithDeadline(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("finalizertest: WithDeadline: must be > 0, got %v", d)
 		}
 		c.deadline = d
 		return nil
-	})
+	}
 }
 
 // IgnoreSite ignores every call site whose label, "function file:line" as
 // finalizerwatch.SiteStats.Site formats it, contains substr: a file name
 // ("pool.go"), a file and line ("pool.go:42") or a package path.
 func IgnoreSite(substr string) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if substr == "" {
 			return errors.New("finalizertest: IgnoreSite: empty string would ignore every site")
 		}
@@ -122,7 +116,7 @@ func IgnoreSite(substr string) Option {
 			return strings.Contains(s.Site.String(), substr)
 		})
 		return nil
-	})
+	}
 }
 
 // IgnoreFunction ignores every call site whose registration stack has a
@@ -132,7 +126,7 @@ func IgnoreSite(substr string) Option {
 // (finalizerwatch.WithFullStacks), a site's stack is that of its first
 // registration, so only the site's own function is certain to match.
 func IgnoreFunction(name string) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if name == "" {
 			return errors.New("finalizertest: IgnoreFunction: empty function name")
 		}
@@ -148,7 +142,7 @@ func IgnoreFunction(name string) Option {
 			return false
 		})
 		return nil
-	})
+	}
 }
 
 // IgnoreCurrent snapshots, when it is called, how many registrations are
@@ -170,15 +164,15 @@ func IgnoreCurrent() Option {
 // one checked (WithWatcher(w)).
 func IgnoreCurrentOf(w *finalizerwatch.Watcher) Option {
 	if w == nil {
-		return optionFunc(func(*config) error {
+		return func(*config) error {
 			return errors.New("finalizertest: IgnoreCurrentOf: nil Watcher")
-		})
+		}
 	}
 	b := takeBaseline(w)
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		c.baseline = b
 		return nil
-	})
+	}
 }
 
 // baseline is the outstanding count per site of one watcher at one moment.

@@ -24,7 +24,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		{name: "nil watcher", give: []Option{WithWatcher(nil)}, want: "WithWatcher: nil Watcher"},
 		{name: "empty site", give: []Option{IgnoreSite("")}, want: "IgnoreSite: empty string"},
 		{name: "empty function", give: []Option{IgnoreFunction("")}, want: "IgnoreFunction: empty function name"},
-		{name: "nil option", give: []Option{WithCycles(2), nil}, want: "finalizertest: option 1 is nil"},
+		{name: "nil option", give: []Option{WithCycles(2), nil}, want: "finalizertest: Find: nil Option"},
 		{name: "baseline of nil", give: []Option{IgnoreCurrentOf(nil)}, want: "IgnoreCurrentOf: nil Watcher"},
 		{name: "baseline of watcher", give: []Option{IgnoreCurrentOf(w), WithWatcher(w)}},
 		{name: "baseline before watcher", give: []Option{WithWatcher(w), IgnoreCurrentOf(w)}},

@@ -79,9 +79,9 @@ func defaultConfig() config {
 }
 
 func (c *config) apply(opts []Option) error {
-	for i, o := range opts {
+	for _, o := range opts {
 		if o == nil {
-			return fmt.Errorf("k8sfinalizers: option %d is nil", i)
+			return errors.New("k8sfinalizers: New: nil Option")
 		}
 		if err := o(c); err != nil {
 			return err

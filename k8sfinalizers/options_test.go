@@ -19,7 +19,7 @@ func TestOptions(t *testing.T) {
 	}{
 		{"defaults", []Option{cm}, ""},
 		{"no kinds", nil, "WithGVKs"},
-		{"nil option", []Option{cm, nil}, "option 1 is nil"},
+		{"nil option", []Option{cm, nil}, "k8sfinalizers: New: nil Option"},
 		{"kind without version", []Option{WithGVKs(schema.GroupVersionKind{Kind: "ConfigMap"})}, "WithGVKs"},
 		{"kind without kind", []Option{WithGVKs(schema.GroupVersionKind{Version: "v1"})}, "WithGVKs"},
 		{"stuck after 0", []Option{cm, WithStuckAfter(0)}, "WithStuckAfter"},

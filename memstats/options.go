@@ -96,14 +96,9 @@ func optionErr(option, format string, args ...any) error {
 	return &OptionError{Option: option, Reason: fmt.Sprintf(format, args...)}
 }
 
-// An Option configures a Sampler. Options are validated by New.
-type Option interface {
-	apply(*config) error
-}
-
-type optionFunc func(*config) error
-
-func (f optionFunc) apply(c *config) error { return f(c) }
+// An Option configures a Sampler. Options are validated by New: a bad
+// value, or a nil Option, is an *OptionError naming it.
+type Option func(*config) error
 
 // config is what the options set; New validates the combination.
 type config struct {
@@ -143,6 +138,20 @@ func defaultConfig() config {
 	}
 }
 
+// apply applies opts in order. A nil Option is an error, as in every gcprobe
+// package: skipping it would hide a caller's bug.
+func (c *config) apply(opts []Option) error {
+	for _, o := range opts {
+		if o == nil {
+			return optionErr("New", "nil Option")
+		}
+		if err := o(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // validate checks what no single option can: how options combine.
 func (c *config) validate() error {
 	if !c.pauseWindowSet && c.pauseWindow > c.history {
@@ -156,51 +165,51 @@ func (c *config) validate() error {
 
 // WithClock makes the sampler read time from c instead of package time.
 func WithClock(c Clock) Option {
-	return optionFunc(func(cfg *config) error {
+	return func(cfg *config) error {
 		if c == nil {
 			return optionErr("WithClock", "clock must not be nil")
 		}
 		cfg.clock = c
 		return nil
-	})
+	}
 }
 
 // WithInterval sets how often the background goroutine samples when no GC
 // cycle wakes it sooner. Default DefaultInterval.
 func WithInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if d <= 0 {
 			return optionErr("WithInterval", "interval must be > 0, got %v", d)
 		}
 		c.interval = d
 		return nil
-	})
+	}
 }
 
 // WithHistory sets how many of the latest GC cycles' pauses are kept for
 // Pauses and PausesSince, between 1 and MaxHistory. Default DefaultHistory.
 func WithHistory(cycles int) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if cycles < 1 || cycles > MaxHistory {
 			return optionErr("WithHistory", "history must be between 1 and %d cycles, got %d", MaxHistory, cycles)
 		}
 		c.history = cycles
 		return nil
-	})
+	}
 }
 
 // WithPauseWindow sets how many of the latest GC cycles PauseP50, PauseP99
 // and PauseMax summarise; at least 1 and at most the history. Default
 // DefaultPauseWindow.
 func WithPauseWindow(cycles int) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if cycles < 1 {
 			return optionErr("WithPauseWindow", "window must be at least 1 cycle, got %d", cycles)
 		}
 		c.pauseWindow = cycles
 		c.pauseWindowSet = true
 		return nil
-	})
+	}
 }
 
 // WithPauseBuckets sets the upper bounds, in seconds, of the buckets of
@@ -208,7 +217,7 @@ func WithPauseWindow(cycles int) Option {
 // increasing; the +Inf bucket is implied. Default PauseBuckets. The slice is
 // copied.
 func WithPauseBuckets(bounds []float64) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if len(bounds) == 0 {
 			return optionErr("WithPauseBuckets", "need at least one bound")
 		}
@@ -222,29 +231,29 @@ func WithPauseBuckets(bounds []float64) Option {
 		}
 		c.pauseBuckets = bounds
 		return nil
-	})
+	}
 }
 
 // WithRateWindow sets the trailing window over which GCCPUFraction and
 // ForcedPerMinute are computed. Default DefaultRateWindow.
 func WithRateWindow(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if d <= 0 {
 			return optionErr("WithRateWindow", "window must be > 0, got %v", d)
 		}
 		c.rateWindow = d
 		return nil
-	})
+	}
 }
 
 // WithReadMemStats turns on runtime.ReadMemStats, which stops the world, at
 // most once per WithReadMemStatsInterval. Off by default: in its default
 // mode the sampler never stops the world.
 func WithReadMemStats(on bool) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		c.readMemStats = on
 		return nil
-	})
+	}
 }
 
 // WithReadMemStatsInterval sets the least time between two calls of
@@ -252,13 +261,13 @@ func WithReadMemStats(on bool) Option {
 // DefaultMinReadMemStatsInterval. It has no effect without
 // WithReadMemStats(true).
 func WithReadMemStatsInterval(d time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if d < MinReadMemStatsInterval {
 			return optionErr("WithReadMemStatsInterval", "interval must be at least %v, got %v", MinReadMemStatsInterval, d)
 		}
 		c.readMemStatsEvery = d
 		return nil
-	})
+	}
 }
 
 // WithQueueStalled configures the finalizer_queue_stalled detector: it fires
@@ -267,7 +276,7 @@ func WithReadMemStatsInterval(d time.Duration) Option {
 // latest samples). Defaults DefaultQueueStalledLength and
 // DefaultQueueStalledFor.
 func WithQueueStalled(length uint64, stalledFor time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if length == 0 {
 			return optionErr("WithQueueStalled", "length must be > 0")
 		}
@@ -276,26 +285,26 @@ func WithQueueStalled(length uint64, stalledFor time.Duration) Option {
 		}
 		c.stalledLength, c.stalledFor = length, stalledFor
 		return nil
-	})
+	}
 }
 
 // WithForcedGC configures the forced_gc detector: it fires when
 // ForcedPerMinute reaches perMinute. Default DefaultForcedGCPerMinute.
 func WithForcedGC(perMinute float64) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if !(perMinute > 0) || math.IsInf(perMinute, 0) {
 			return optionErr("WithForcedGC", "rate must be positive and finite, got %v", perMinute)
 		}
 		c.forcedPerMinute = perMinute
 		return nil
-	})
+	}
 }
 
 // WithMCacheInuse configures the mcache_inuse detector: it fires when
 // MCacheInuse has stayed above bytes for at least sustained. Defaults
 // DefaultMCacheInuseBytes and DefaultMCacheInuseFor.
 func WithMCacheInuse(bytes uint64, sustained time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if bytes == 0 {
 			return optionErr("WithMCacheInuse", "bytes must be > 0")
 		}
@@ -304,31 +313,31 @@ func WithMCacheInuse(bytes uint64, sustained time.Duration) Option {
 		}
 		c.mcacheBytes, c.mcacheFor = bytes, sustained
 		return nil
-	})
+	}
 }
 
 // WithQueueLatency configures the queue_latency detector: it fires when the
 // finalizer or the cleanup queue latency exceeds threshold. Default
 // DefaultQueueLatency.
 func WithQueueLatency(threshold time.Duration) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		if threshold <= 0 {
 			return optionErr("WithQueueLatency", "threshold must be > 0, got %v", threshold)
 		}
 		c.queueLatency = threshold
 		return nil
-	})
+	}
 }
 
 // WithoutDetector turns off the named detector (one of the Detector*
 // constants).
 func WithoutDetector(name string) Option {
-	return optionFunc(func(c *config) error {
+	return func(c *config) error {
 		i := detectorIndex(name)
 		if i < 0 {
 			return optionErr("WithoutDetector", "unknown detector %q", name)
 		}
 		c.disabled[i] = true
 		return nil
-	})
+	}
 }

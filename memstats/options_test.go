@@ -22,6 +22,7 @@ func TestOptionErrors(t *testing.T) {
 		{"zero window", []Option{WithPauseWindow(0)}, "memstats: WithPauseWindow: window must be at least 1 cycle, got 0"},
 		{"window over history", []Option{WithHistory(10), WithPauseWindow(11)}, "memstats: WithPauseWindow: window of 11 cycles exceeds the history of 10 (WithHistory)"},
 		{"no buckets", []Option{WithPauseBuckets(nil)}, "memstats: WithPauseBuckets: need at least one bound"},
+		{"nil option", []Option{WithInterval(time.Second), nil}, "memstats: New: nil Option"},
 		{"negative bucket", []Option{WithPauseBuckets([]float64{-1})}, "memstats: WithPauseBuckets: bound 0 must be positive and finite, got -1"},
 		{"NaN bucket", []Option{WithPauseBuckets([]float64{1, math.NaN()})}, "memstats: WithPauseBuckets: bound 1 must be positive and finite, got NaN"},
 		{"inf bucket", []Option{WithPauseBuckets([]float64{math.Inf(1)})}, "memstats: WithPauseBuckets: bound 0 must be positive and finite, got +Inf"},
@@ -77,7 +78,6 @@ func TestOptionsApplied(t *testing.T) {
 		WithMCacheInuse(3, time.Millisecond),
 		WithQueueLatency(time.Millisecond),
 		WithoutDetector(DetectorForcedGC),
-		nil, // ignored
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -81,13 +81,8 @@ type growthAnchor struct {
 // the option.
 func New(opts ...Option) (*Sampler, error) {
 	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.apply(&cfg); err != nil {
-			return nil, err
-		}
+	if err := cfg.apply(opts); err != nil {
+		return nil, err
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ func TestOptionErrors(t *testing.T) {
 		give Option
 		want string
 	}{
-		{"nil option", nil, "nil Option"},
+		{"nil option", nil, "tracing: New: nil Option"},
 		{"nil provider", WithTracerProvider(nil), "WithTracerProvider"},
 		{"nil watcher", WithWatcher(nil), "WithWatcher"},
 		{"nil sampler", WithSampler(nil), "WithSampler"},

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // TestFixModule runs the command as a user would: it builds finalizercheck,
@@ -63,8 +61,8 @@ func TestFixModule(t *testing.T) {
 	if out := mustRun(t, mod, env, gocmd, "run", "."); !strings.HasPrefix(out, "sites: 0\n") {
 		t.Fatalf("the unfixed demo sees sites:\n%s", out)
 	}
-	dial := testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "dial")
-	buffer := testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "buffer")
+	dial := markerLine(t, filepath.Join(mod, "pool.go"), "dial")
+	buffer := markerLine(t, filepath.Join(mod, "pool.go"), "buffer")
 
 	// Reported by the command and under go vet, without changing anything.
 	for _, args := range [][]string{
@@ -99,8 +97,8 @@ func TestFixModule(t *testing.T) {
 	}
 	t.Logf("pool.go after -fix:\n%s", fixed)
 	// The fix moved the lines: find them again.
-	dial = testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "dial")
-	buffer = testkit.MarkerLine(t, filepath.Join(mod, "pool.go"), "buffer")
+	dial = markerLine(t, filepath.Join(mod, "pool.go"), "dial")
+	buffer = markerLine(t, filepath.Join(mod, "pool.go"), "buffer")
 	mustRun(t, mod, env, gocmd, "build", "./...")
 	mustRun(t, mod, env, bin, "./...")
 	out := mustRun(t, mod, env, gocmd, "run", ".")
@@ -161,4 +159,23 @@ func writeFile(t *testing.T, name, content string) {
 	if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// markerLine returns the 1-based line of file that ends in "// marker: name".
+// It is internal/testkit.MarkerLine, copied: this module requires nothing of
+// the root module (not even for its tests), so that its go.mod needs no
+// replace directive and `go install ...@version` accepts it.
+func markerLine(t testing.TB, file, name string) int {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, "// marker: "+name) {
+			return i + 1
+		}
+	}
+	t.Fatalf("no marker %q in %s", name, file)
+	return 0
 }

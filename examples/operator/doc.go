@@ -14,7 +14,13 @@
 // finalizer example.gcprobe.dev/cleanup and removing it on deletion. The
 // metrics server is controller-runtime's secure one: HTTPS, with every
 // request authenticated (TokenReview) and authorized (SubjectAccessReview)
-// against the cluster. See README.md.
+// against the cluster. config/ deploys it (kustomize: namespace, RBAC, a
+// metrics-reader ServiceAccount, Deployment, metrics Service, an optional
+// ServiceMonitor) from the image Dockerfile builds; see README.md.
 //
-//	go run ./examples/operator --kubeconfig ~/.kube/config
+//	kubectl apply -k examples/operator/config/default
+//
+// or, out of a cluster, from this directory (a module of its own):
+//
+//	go run . --kubeconfig ~/.kube/config
 package main

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,17 +25,17 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
-	authenticationv1 "k8s.io/api/authentication/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/gcprobe/probe/examples/operator/internal/controller"
 
@@ -100,10 +101,26 @@ func (s scraper) get(path string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-// TestE2E runs the operator in-process against a real kube-apiserver and
-// etcd (envtest) and checks what gcprobe shows of its two planted bugs,
-// through the secure metrics server as a scraper with a ServiceAccount
-// token would see it.
+// The deployment of config/default, as the manifests name it.
+const (
+	deployNamespace  = "gcprobe-example"
+	deployName       = "gcprobe-example-operator"
+	metricsService   = "gcprobe-example-operator-metrics"
+	metricsReaderSA  = "metrics-reader"
+	metricsReaderCRB = "gcprobe-metrics-reader"
+)
+
+// TestE2E deploys the operator as the README does, against a real
+// kube-apiserver and etcd (envtest): `kubectl apply -k config/default`
+// creates the namespace, the ServiceAccounts, the RBAC, the Deployment and
+// the metrics Service. envtest runs no kubelet, so the Deployment's pod
+// never starts; the test runs the operator in-process instead, with the
+// Deployment's args and with a token of the Deployment's ServiceAccount, so
+// that every API call it makes (informers, finalizer patches, leader
+// election, the metrics server's TokenReviews and SubjectAccessReviews) is
+// authorized by config/rbac alone. It then scrapes the secure metrics
+// server with `kubectl create token metrics-reader`, as the README does,
+// and checks what gcprobe shows of the operator's two planted bugs.
 func TestE2E(t *testing.T) {
 	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
 		t.Skip("KUBEBUILDER_ASSETS is not set: `source scripts/testenv.sh` builds etcd and kube-apiserver and sets it, to run the operator against a real API server")
@@ -132,27 +149,36 @@ func TestE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	admin := env.ControlPlane.KubeCtl()
 
-	// The operator, in-process, with an in-memory span recorder.
+	// The README's deployment step.
+	kubectlRun(t, admin, "apply", "-k", "config/default")
+	dep := &appsv1.Deployment{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: deployNamespace, Name: deployName}, dep); err != nil {
+		t.Fatalf("the Deployment of config/default: %v", err)
+	}
+	opts := checkManifests(t, c, admin, dep)
+
+	// The operator, in-process, as the Deployment would run it: its args,
+	// its ServiceAccount's identity. What differs: loopback addresses and
+	// no health server, the Lease's namespace (a pod finds its own), a
+	// short --stuck-after so that the test need not wait five minutes, and
+	// an in-memory span recorder.
+	opCfg := rest.AnonymousClientConfig(cfg)
+	opCfg.BearerToken = kubectlRun(t, admin, "create", "token", dep.Spec.Template.Spec.ServiceAccountName, "-n", dep.Namespace)
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	logs := &testkit.SyncBuffer{}
 	addr := freeAddr(t)
+	opts.MetricsAddr = addr
+	opts.HealthAddr = "0"
+	opts.LeaderElectionNamespace = dep.Namespace
+	opts.StuckAfter = 2 * time.Second
+	opts.TracerProvider = tp
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, cfg, Options{
-			MetricsAddr:    addr,
-			HealthAddr:     "0",
-			StuckAfter:     2 * time.Second,
-			TracerProvider: tp,
-			Logger:         slog.New(slog.NewJSONHandler(logs, nil)),
-		})
-	}()
+	go func() { done <- run(ctx, opCfg, opts) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -175,8 +201,11 @@ func TestE2E(t *testing.T) {
 	defer transport.CloseIdleConnections()
 	httpc := &http.Client{Transport: transport, Timeout: 10 * time.Second}
 	anon := scraper{base: "https://" + addr, c: httpc}
-	allowed := scraper{base: anon.base, token: serviceAccountToken(t, ctx, c, cs, ns.Name, "scraper", true), c: httpc}
-	denied := scraper{base: anon.base, token: serviceAccountToken(t, ctx, c, cs, ns.Name, "nobody", false), c: httpc}
+	// The README's token: metrics-reader, bound to gcprobe-metrics-reader
+	// by config/rbac. And one of a ServiceAccount bound to nothing.
+	allowed := scraper{base: anon.base, token: kubectlRun(t, admin, "create", "token", metricsReaderSA, "-n", deployNamespace), c: httpc}
+	kubectlRun(t, admin, "create", "serviceaccount", "nobody", "-n", ns.Name)
+	denied := scraper{base: anon.base, token: kubectlRun(t, admin, "create", "token", "nobody", "-n", ns.Name), c: httpc}
 
 	// (c) The metrics server is up, and refuses whoever is not allowed.
 	eventually(t, 60*time.Second, "the metrics server", func() (bool, string) {
@@ -190,8 +219,8 @@ func TestE2E(t *testing.T) {
 			want int
 		}{
 			{"no token", anon, http.StatusUnauthorized},
-			{"a ServiceAccount without the ClusterRole", denied, http.StatusForbidden},
-			{"a ServiceAccount bound to the ClusterRole", allowed, http.StatusOK},
+			{"a ServiceAccount bound to nothing", denied, http.StatusForbidden},
+			{"the metrics-reader ServiceAccount", allowed, http.StatusOK},
 		} {
 			code, body, err := tt.s.get(path)
 			if err != nil || code != tt.want {
@@ -321,41 +350,142 @@ func TestE2E(t *testing.T) {
 	}
 }
 
-// serviceAccountToken creates a ServiceAccount, binds it to a ClusterRole
-// allowing get on the two paths if bind, and returns a token for it from
-// the TokenRequest API.
-func serviceAccountToken(t *testing.T, ctx context.Context, c client.Client, cs *kubernetes.Clientset, ns, name string, bind bool) string {
+// kubectl is envtest's kubectl runner (its type is internal to envtest):
+// kubectl with a kubeconfig of the control plane's admin.
+type kubectl interface {
+	Run(args ...string) (stdout, stderr io.Reader, err error)
+}
+
+// kubectlRun runs kubectl with args and returns its standard output,
+// trimmed.
+func kubectlRun(t *testing.T, k kubectl, args ...string) string {
 	t.Helper()
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if err := c.Create(ctx, sa); err != nil {
+	stdout, stderr, err := k.Run(args...)
+	if err != nil {
+		errText, _ := io.ReadAll(stderr)
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, errText)
+	}
+	out, err := io.ReadAll(stdout)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if bind {
-		role := &rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-			Rules: []rbacv1.PolicyRule{{
-				NonResourceURLs: []string{"/metrics", ProfilePath},
-				Verbs:           []string{"get"},
-			}},
+	return strings.TrimSpace(string(out))
+}
+
+// checkManifests checks what the API server cannot, because no kubelet or
+// Prometheus runs here: that the Deployment's args are the operator's
+// flags, that its probes and the metrics Service point at the ports those
+// flags open, that the Service selects the Deployment's pods, and that the
+// optional ServiceMonitor (config/prometheus) selects the Service and
+// scrapes its port with a binding to the metrics-reader ClusterRole. It
+// returns the options the Deployment's args give.
+func checkManifests(t *testing.T, c client.Client, k kubectl, dep *appsv1.Deployment) Options {
+	t.Helper()
+	ctx := context.Background()
+	pod := dep.Spec.Template
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("the Deployment has %d containers, want 1", len(pod.Spec.Containers))
+	}
+	ctr := pod.Spec.Containers[0]
+	var opts Options
+	fs := flag.NewFlagSet(ctr.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	bindFlags(fs, &opts)
+	if err := fs.Parse(ctr.Args); err != nil || fs.NArg() != 0 {
+		t.Fatalf("the Deployment's args %q are not the operator's flags: %v", ctr.Args, err)
+	}
+	if !opts.LeaderElection {
+		t.Errorf("the Deployment runs without --leader-elect, yet config/rbac grants a leader election Role")
+	}
+	if pod.Spec.ServiceAccountName != deployName {
+		t.Errorf("the Deployment runs as %q, want the ServiceAccount of config/rbac, %q", pod.Spec.ServiceAccountName, deployName)
+	}
+	portOf := func(addr string) int32 {
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("address %q: %v", addr, err)
 		}
-		binding := &rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}},
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatalf("address %q: %v", addr, err)
 		}
-		for _, o := range []client.Object{role, binding} {
-			if err := c.Create(ctx, o); err != nil {
-				t.Fatal(err)
+		return int32(n)
+	}
+	containerPort := func(name string) int32 {
+		for _, p := range ctr.Ports {
+			if p.Name == name {
+				return p.ContainerPort
 			}
 		}
+		t.Errorf("the container has no port named %q", name)
+		return -1
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for %s: %v", name, err)
+	if got, want := containerPort("https"), portOf(opts.MetricsAddr); got != want {
+		t.Errorf("container port https = %d, --metrics-bind-address listens on %d", got, want)
 	}
-	return tr.Status.Token
+	health := portOf(opts.HealthAddr)
+	for what, p := range map[string]*corev1.Probe{"liveness": ctr.LivenessProbe, "readiness": ctr.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || containerPort(p.HTTPGet.Port.StrVal) != health {
+			t.Errorf("the %s probe does not target --health-probe-bind-address (port %d): %+v", what, health, p)
+		}
+	}
+
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: dep.Namespace, Name: metricsService}, svc); err != nil {
+		t.Fatalf("the metrics Service: %v", err)
+	}
+	for k, v := range svc.Spec.Selector {
+		if pod.Labels[k] != v {
+			t.Errorf("the metrics Service selects %s=%s, which the Deployment's pods do not carry (%v)", k, v, pod.Labels)
+		}
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.StrVal != "https" {
+		t.Fatalf("the metrics Service's ports %+v do not target the container port https", svc.Spec.Ports)
+	}
+
+	// The optional ServiceMonitor needs the Prometheus Operator's CRDs, so
+	// it is rendered, not applied.
+	var monitor struct {
+		Kind     string
+		Metadata struct{ Namespace string }
+		Spec     struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			}
+			Endpoints []struct{ Port, Path, Scheme string }
+		}
+		RoleRef struct{ Name string } `json:"roleRef"`
+	}
+	var monitors, bindings int
+	for doc := range strings.SplitSeq(kubectlRun(t, k, "kustomize", "config/prometheus"), "\n---\n") {
+		if err := yaml.Unmarshal([]byte(doc), &monitor); err != nil {
+			t.Fatalf("config/prometheus: %v", err)
+		}
+		switch monitor.Kind {
+		case "ServiceMonitor":
+			monitors++
+			for k, v := range monitor.Spec.Selector.MatchLabels {
+				if svc.Labels[k] != v {
+					t.Errorf("the ServiceMonitor selects %s=%s, which the metrics Service does not carry (%v)", k, v, svc.Labels)
+				}
+			}
+			if monitor.Metadata.Namespace != svc.Namespace || len(monitor.Spec.Endpoints) != 1 ||
+				monitor.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name || monitor.Spec.Endpoints[0].Path != "/metrics" ||
+				monitor.Spec.Endpoints[0].Scheme != "https" {
+				t.Errorf("the ServiceMonitor does not scrape https://%s:%s/metrics: %+v", svc.Name, svc.Spec.Ports[0].Name, monitor)
+			}
+		case "ClusterRoleBinding":
+			bindings++
+			if monitor.RoleRef.Name != metricsReaderCRB {
+				t.Errorf("config/prometheus binds ClusterRole %q, want %q", monitor.RoleRef.Name, metricsReaderCRB)
+			}
+		}
+		monitor.Spec.Selector.MatchLabels, monitor.Spec.Endpoints = nil, nil
+	}
+	if monitors != 1 || bindings != 1 {
+		t.Errorf("config/prometheus has %d ServiceMonitors and %d ClusterRoleBindings, want 1 and 1", monitors, bindings)
+	}
+	return opts
 }
 
 // value returns the first match's value, or -1.

@@ -45,6 +45,9 @@ type Options struct {
 	HealthAddr string
 	// LeaderElection turns on leader election (for more than one replica).
 	LeaderElection bool
+	// LeaderElectionNamespace is where the leader election Lease lives;
+	// "" is the namespace the operator runs in (in a cluster only).
+	LeaderElectionNamespace string
 	// StuckAfter is how long a ConfigMap may stay Terminating before it is
 	// reported (0: k8sfinalizers.DefaultStuckAfter).
 	StuckAfter time.Duration
@@ -57,12 +60,19 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// bindFlags defines the operator's command-line flags on fs, storing into
+// opts. The e2e test parses the Deployment's args (config/manager) with it.
+func bindFlags(fs *flag.FlagSet, opts *Options) {
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", "address of the secure (HTTPS, authenticated and authorized) metrics server serving /metrics and "+ProfilePath)
+	fs.StringVar(&opts.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 disables)")
+	fs.BoolVar(&opts.LeaderElection, "leader-elect", false, "use leader election (for more than one replica)")
+	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the operator's own, in a cluster)")
+	fs.DurationVar(&opts.StuckAfter, "stuck-after", k8sfinalizers.DefaultStuckAfter, "report a ConfigMap Terminating for longer than this")
+}
+
 func main() {
 	var opts Options
-	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", ":8443", "address of the secure (HTTPS, authenticated and authorized) metrics server serving /metrics and "+ProfilePath)
-	flag.StringVar(&opts.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0 disables)")
-	flag.BoolVar(&opts.LeaderElection, "leader-elect", false, "use leader election (for more than one replica)")
-	flag.DurationVar(&opts.StuckAfter, "stuck-after", k8sfinalizers.DefaultStuckAfter, "report a ConfigMap Terminating for longer than this")
+	bindFlags(flag.CommandLine, &opts)
 	// --kubeconfig is registered by controller-runtime.
 	flag.Parse()
 
@@ -123,9 +133,13 @@ func run(ctx context.Context, cfg *rest.Config, opts Options) (err error) {
 			FilterProvider: filters.WithAuthenticationAndAuthorization,
 			ExtraHandlers:  map[string]http.Handler{ProfilePath: p.ProfileHandler()},
 		},
-		HealthProbeBindAddress: healthAddr,
-		LeaderElection:         opts.LeaderElection,
-		LeaderElectionID:       "operator.example.gcprobe.dev",
+		HealthProbeBindAddress:  healthAddr,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "operator.example.gcprobe.dev",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Hand the Lease over at once on a clean stop (a rollout)
+		// rather than after its duration.
+		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{
 			// The informers keep metadata only (see below); without
 			// managedFields that is about half as much again.

@@ -59,7 +59,7 @@ type config struct {
 func (c *config) apply(opts []Option) error {
 	for _, o := range opts {
 		if o == nil {
-			return errors.New("otlpexporter: nil Option")
+			return errors.New("otlpexporter: NewTracerProvider: nil Option")
 		}
 		if err := o(c); err != nil {
 			return err

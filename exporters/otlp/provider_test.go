@@ -204,7 +204,7 @@ func TestOptionErrors(t *testing.T) {
 		give otlpexporter.Option
 		want string
 	}{
-		{"nil option", nil, "nil Option"},
+		{"nil option", nil, "otlpexporter: NewTracerProvider: nil Option"},
 		{"bad protocol", otlpexporter.WithProtocol("udp"), "WithProtocol"},
 		{"nil exporter", otlpexporter.WithExporter(nil), "WithExporter"},
 		{"nil resource", otlpexporter.WithResource(nil), "WithResource"},

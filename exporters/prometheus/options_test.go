@@ -34,7 +34,7 @@ func TestNewOptions(t *testing.T) {
 		{name: "top k negative", give: []Option{WithTopK(-3)}, wantErr: "WithTopK: must be >= 1, got -3"},
 		{name: "nil watcher", give: []Option{WithWatcher(nil)}, wantErr: "WithWatcher: nil Watcher"},
 		{name: "nil sampler", give: []Option{WithSampler(nil)}, wantErr: "WithSampler: nil Sampler"},
-		{name: "nil option", give: []Option{nil}, wantErr: "nil Option"},
+		{name: "nil option", give: []Option{nil}, wantErr: "promexporter: New: nil Option"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

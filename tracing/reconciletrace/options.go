@@ -32,7 +32,7 @@ func defaultConfig() config {
 func (c *config) apply(opts []Option) error {
 	for _, o := range opts {
 		if o == nil {
-			return errors.New("reconciletrace: nil Option")
+			return errors.New("reconciletrace: Wrap: nil Option")
 		}
 		if err := o(c); err != nil {
 			return err

@@ -313,7 +313,7 @@ func TestWrapErrors(t *testing.T) {
 		want string
 	}{
 		{"nil reconciler", nil, nil, "nil Reconciler"},
-		{"nil option", ok, nil, "nil Option"},
+		{"nil option", ok, nil, "reconciletrace: Wrap: nil Option"},
 		{"nil provider", ok, WithTracerProvider(nil), "WithTracerProvider"},
 		{"empty span name", ok, WithSpanName(""), "WithSpanName"},
 		{"empty controller", ok, WithControllerName(""), "WithControllerName"},

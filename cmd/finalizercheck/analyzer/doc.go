@@ -5,13 +5,13 @@
 //
 // Command github.com/gcprobe/probe/cmd/finalizercheck runs it on its own:
 //
-//	go run github.com/gcprobe/probe/cmd/finalizercheck ./...       # report
-//	go run github.com/gcprobe/probe/cmd/finalizercheck -fix ./...  # rewrite
-//	go run github.com/gcprobe/probe/cmd/finalizercheck -fix -diff ./... # show it
+//	go run github.com/gcprobe/probe/cmd/finalizercheck@latest ./...            # report
+//	go run github.com/gcprobe/probe/cmd/finalizercheck@latest -fix ./...       # rewrite
+//	go run github.com/gcprobe/probe/cmd/finalizercheck@latest -fix -diff ./... # show it
 //
 // or, installed, under go vet and go fix:
 //
-//	go install github.com/gcprobe/probe/cmd/finalizercheck
+//	go install github.com/gcprobe/probe/cmd/finalizercheck@latest
 //	go vet -vettool=$(which finalizercheck) ./...
 //	go fix -fixtool=$(which finalizercheck) ./...
 //

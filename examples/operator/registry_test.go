@@ -1,4 +1,4 @@
-package promexporter_test
+package main
 
 import (
 	"errors"
@@ -14,9 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// TestControllerRuntimeRegistry registers on controller-runtime's global
-// registry, which carries the Go and process collectors and the controller
-// metrics, as a manager's metrics server serves it.
+// TestControllerRuntimeRegistry registers the Prometheus exporter on
+// controller-runtime's global registry, which carries the Go and process
+// collectors and the controller metrics, as this operator's metrics server
+// serves it. It lives here, not beside the exporter, because it imports
+// controller-runtime, which the root module must not require.
 func TestControllerRuntimeRegistry(t *testing.T) {
 	w, err := finalizerwatch.New()
 	if err != nil {
