@@ -1,0 +1,3 @@
+module example.com/regs
+
+go 1.24
