@@ -30,45 +30,11 @@ func TestDepsModule(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: builds and runs a module three times (20 to 90 s); drop -short to run it")
 	}
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("skipping: the go command is not on PATH, and this test builds and runs modules with it")
-	}
 	start := time.Now()
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmp := t.TempDir()
-	env := []string{"GOWORK=off", "GOFLAGS=-mod=mod"}
-	const zstdMod = "github.com/klauspost/compress@v1.20.1"
-	if out, err := run(tmp, []string{"GOWORK=off"}, gocmd, "mod", "download", zstdMod); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("go mod download %s: %v\n%s", zstdMod, err, out)
-		}
-		t.Skipf("skipping: %s is not in the module cache and cannot be downloaded here (%v); CI has the module proxy", zstdMod, err)
-	}
-	modcache := strings.TrimSpace(mustRun(t, tmp, nil, gocmd, "env", "GOMODCACHE"))
+	x := newDepsFixture(t)
+	gocmd, bin, app, regs, env, tmp := x.gocmd, x.bin, x.app, x.regs, x.env, x.tmp
 
-	bin := filepath.Join(tmp, "finalizercheck")
-	mustRun(t, ".", nil, gocmd, "build", "-o", bin, ".")
-
-	app, regs := filepath.Join(tmp, "app"), filepath.Join(tmp, "regs")
-	copyDir(t, filepath.Join("testdata", "deps", "app"), app)
-	copyDir(t, filepath.Join("testdata", "deps", "regs"), regs)
-	mustRun(t, app, env, gocmd, "mod", "edit", "-replace=github.com/gcprobe/probe="+root)
-	// The root module's sums too, in case its requirements moved since
-	// the app's go.sum was made.
-	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
-	if err == nil {
-		appSum, err := os.ReadFile(filepath.Join(app, "go.sum"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, filepath.Join(app, "go.sum"), string(appSum)+string(sum))
-	}
-
-	zstdFile := filepath.Join(modcache, "github.com/klauspost/compress@v1.20.1/zstd/simple_go124.go")
+	zstdFile := filepath.Join(x.modcache, "github.com/klauspost/compress@v1.20.1/zstd/simple_go124.go")
 	lines := map[string]string{ // marker: want file:line
 		"zstd":  fmt.Sprintf("%s:%d", zstdFile, lineOf(t, zstdFile, "runtime.SetFinalizer(dec,")),
 		"dial":  fmt.Sprintf("%s:%d", filepath.Join(regs, "regs.go"), markerLine(t, filepath.Join(regs, "regs.go"), "dial")),
@@ -170,6 +136,89 @@ func TestDepsModule(t *testing.T) {
 		t.Errorf("prepared twice from the same input: %d and %d files, not the same bytes", len(first), len(second))
 	}
 	t.Logf("prepared, built and ran the app in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// depsFixture is testdata/deps copied into a temporary directory, the
+// app requiring this repository through a replace, and finalizercheck
+// built.
+type depsFixture struct {
+	gocmd, bin, tmp, app, regs, modcache string
+	env                                  []string // for the go command in the app
+}
+
+func newDepsFixture(t *testing.T) *depsFixture {
+	t.Helper()
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("skipping: the go command is not on PATH, and this test builds and runs modules with it")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	x := &depsFixture{gocmd: gocmd, tmp: tmp, env: []string{"GOWORK=off", "GOFLAGS=-mod=mod"}}
+	const zstdMod = "github.com/klauspost/compress@v1.20.1"
+	if out, err := run(tmp, []string{"GOWORK=off"}, gocmd, "mod", "download", zstdMod); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("go mod download %s: %v\n%s", zstdMod, err, out)
+		}
+		t.Skipf("skipping: %s is not in the module cache and cannot be downloaded here (%v); CI has the module proxy", zstdMod, err)
+	}
+	x.modcache = strings.TrimSpace(mustRun(t, tmp, nil, gocmd, "env", "GOMODCACHE"))
+
+	x.bin = filepath.Join(tmp, "finalizercheck")
+	mustRun(t, ".", nil, gocmd, "build", "-o", x.bin, ".")
+
+	x.app, x.regs = filepath.Join(tmp, "app"), filepath.Join(tmp, "regs")
+	copyDir(t, filepath.Join("testdata", "deps", "app"), x.app)
+	copyDir(t, filepath.Join("testdata", "deps", "regs"), x.regs)
+	mustRun(t, x.app, x.env, gocmd, "mod", "edit", "-replace=github.com/gcprobe/probe="+root)
+	// The root module's sums too, in case its requirements moved since
+	// the app's go.sum was made.
+	if sum, err := os.ReadFile(filepath.Join(root, "go.sum")); err == nil {
+		appSum, err := os.ReadFile(filepath.Join(x.app, "go.sum"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(x.app, "go.sum"), string(appSum)+string(sum))
+	}
+	return x
+}
+
+// TestDepsVendored prepares the app's build once it vendors its
+// dependencies: the command says that the prepared build reads the module
+// cache instead, prints -mod=mod with the flags, and the build counts the
+// registrations at the module cache's lines.
+func TestDepsVendored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping: vendors, builds and runs a module (10 to 40 s); drop -short to run it")
+	}
+	x := newDepsFixture(t)
+	mustRun(t, x.app, x.env, x.gocmd, "mod", "vendor")
+	env := []string{"GOWORK=off"} // vendor mode by default, as the user's build
+	if out := mustRun(t, x.app, env, x.gocmd, "run", "."); out != "unwatched finalizer=3 cleanup=1\n" {
+		t.Fatalf("the vendored app printed:\n%s", out)
+	}
+	out := mustRun(t, x.app, env, x.bin, "-deps", filepath.Join(x.tmp, "prepared"), ".")
+	if !strings.Contains(out, "note: the main module vendors its dependencies") {
+		t.Errorf("finalizercheck -deps does not say the module vendors:\n%s", out)
+	}
+	ls := strings.Split(strings.TrimSpace(out), "\n")
+	flags := strings.Fields(ls[len(ls)-1])
+	if !slices.Contains(flags, "-mod=mod") {
+		t.Fatalf("flags %q lack -mod=mod", flags)
+	}
+	out = mustRun(t, x.app, env, x.gocmd, slices.Concat([]string{"run"}, flags, []string{"."})...)
+	zstdFile := filepath.Join(x.modcache, "github.com/klauspost/compress@v1.20.1/zstd/simple_go124.go")
+	for _, want := range []string{
+		fmt.Sprintf("site finalizer %s:%d registered=1 executed=1\n", zstdFile, lineOf(t, zstdFile, "runtime.SetFinalizer(dec,")),
+		"unwatched finalizer=0 cleanup=0\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the vendored app built with %q printed:\n%s\nwant a line %q", flags, out, want)
+		}
+	}
 }
 
 func TestDepsArgs(t *testing.T) {
