@@ -280,8 +280,9 @@ func (c *depsConfig) run(stdout io.Writer) error {
 			return fmt.Errorf("package %s: %s", p.ImportPath, p.Error.Err)
 		}
 		path := basePath(p.ImportPath)
-		if p.Standard || p.Module == nil || seen[path] || strings.HasSuffix(path, ".test") {
-			continue
+		if p.Standard || p.Module == nil || seen[path] || strings.HasSuffix(path, ".test") ||
+			p.ForTest != "" && strings.HasSuffix(path, "_test") {
+			continue // an external test package is analyzed with the package it tests
 		}
 		seen[path] = true
 		files := slices.Concat(p.GoFiles, p.CgoFiles)

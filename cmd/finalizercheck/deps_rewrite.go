@@ -77,7 +77,8 @@ func (c *depsConfig) analyze(flags, deps, mains []string, byPath map[string]*lis
 			if act.Err != nil {
 				return nil, fmt.Errorf("%s: %v", act.Package.PkgPath, act.Err)
 			}
-			lp := byPath[act.Package.PkgPath]
+			// An external test package, p_test, has its files in p's directory.
+			lp := byPath[strings.TrimSuffix(act.Package.PkgPath, "_test")]
 			if lp == nil {
 				continue
 			}

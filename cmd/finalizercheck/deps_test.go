@@ -42,6 +42,7 @@ func TestDepsModule(t *testing.T) {
 		"extra": fmt.Sprintf("%s:%d", filepath.Join(regs, "extra.go"), markerLine(t, filepath.Join(regs, "extra.go"), "extra")),
 		"kept":  fmt.Sprintf("%s:%d", filepath.Join(regs, "kept.go"), markerLine(t, filepath.Join(regs, "kept.go"), "kept")),
 		"own":   fmt.Sprintf("%s:%d", filepath.Join(app, "main.go"), markerLine(t, filepath.Join(app, "main.go"), "own")),
+		"xtest": fmt.Sprintf("%s:%d", filepath.Join(app, "main_test.go"), markerLine(t, filepath.Join(app, "main_test.go"), "xtest")),
 	}
 
 	// Without the flags: it builds, and the runtime ran every callback
@@ -69,6 +70,7 @@ func TestDepsModule(t *testing.T) {
 		"watched " + lines["zstd"] + "\n",
 		"watched " + lines["dial"] + "\n",
 		"watched " + lines["extra"] + "\n",
+		"watched " + lines["xtest"] + "\n",
 		"unwatched " + lines["kept"] + ":",
 		"skipped github.com/gcprobe/probe/finalizerwatch: part of gcprobe",
 		"wrote " + filepath.Join(dir, "mod", "github.com", "klauspost", "compress@v1.20.1") + " ",
@@ -107,6 +109,9 @@ func TestDepsModule(t *testing.T) {
 	if out != want {
 		t.Errorf("the app built with %q printed:\n%s\nwant:\n%s", flags, out, want)
 	}
+
+	// go test too: the external test file, rewritten, builds.
+	mustRun(t, app, env, gocmd, slices.Concat([]string{"test"}, flags, []string{"-count=1", "."})...)
 
 	// A second run reuses every prepared file: same bytes, not written.
 	first := snapshot(t, dir)
