@@ -37,12 +37,12 @@ func TestDepsModule(t *testing.T) {
 	zstdFile := filepath.Join(x.modcache, "github.com/klauspost/compress@v1.20.1/zstd/simple_go124.go")
 	lines := map[string]string{ // marker: want file:line
 		"zstd":  fmt.Sprintf("%s:%d", zstdFile, lineOf(t, zstdFile, "runtime.SetFinalizer(dec,")),
-		"dial":  fmt.Sprintf("%s:%d", filepath.Join(regs, "regs.go"), markerLine(t, filepath.Join(regs, "regs.go"), "dial")),
-		"box":   fmt.Sprintf("%s:%d", filepath.Join(regs, "regs.go"), markerLine(t, filepath.Join(regs, "regs.go"), "box")),
-		"extra": fmt.Sprintf("%s:%d", filepath.Join(regs, "extra.go"), markerLine(t, filepath.Join(regs, "extra.go"), "extra")),
-		"kept":  fmt.Sprintf("%s:%d", filepath.Join(regs, "kept.go"), markerLine(t, filepath.Join(regs, "kept.go"), "kept")),
-		"own":   fmt.Sprintf("%s:%d", filepath.Join(app, "main.go"), markerLine(t, filepath.Join(app, "main.go"), "own")),
-		"xtest": fmt.Sprintf("%s:%d", filepath.Join(app, "main_test.go"), markerLine(t, filepath.Join(app, "main_test.go"), "xtest")),
+		"dial":  fmt.Sprintf("%s:%d", filepath.Join(regs, "regs.go"), depsMarkerLine(t, filepath.Join(regs, "regs.go"), "dial")),
+		"box":   fmt.Sprintf("%s:%d", filepath.Join(regs, "regs.go"), depsMarkerLine(t, filepath.Join(regs, "regs.go"), "box")),
+		"extra": fmt.Sprintf("%s:%d", filepath.Join(regs, "extra.go"), depsMarkerLine(t, filepath.Join(regs, "extra.go"), "extra")),
+		"kept":  fmt.Sprintf("%s:%d", filepath.Join(regs, "kept.go"), depsMarkerLine(t, filepath.Join(regs, "kept.go"), "kept")),
+		"own":   fmt.Sprintf("%s:%d", filepath.Join(app, "main.go"), depsMarkerLine(t, filepath.Join(app, "main.go"), "own")),
+		"xtest": fmt.Sprintf("%s:%d", filepath.Join(app, "main_test.go"), depsMarkerLine(t, filepath.Join(app, "main_test.go"), "xtest")),
 	}
 
 	// Without the flags: it builds, and the runtime ran every callback
@@ -270,8 +270,8 @@ func TestIsDepsFlag(t *testing.T) {
 	}
 }
 
-// markerLine returns the line of file that ends with "// marker: name".
-func markerLine(t *testing.T, file, name string) int {
+// depsMarkerLine returns the line of file that ends with "// marker: name".
+func depsMarkerLine(t *testing.T, file, name string) int {
 	t.Helper()
 	return lineOf(t, file, "// marker: "+name)
 }

@@ -44,7 +44,10 @@ func TestDepsBuild(t *testing.T) {
 	tmp := t.TempDir()
 	bin := filepath.Join(tmp, "finalizercheck")
 	goRun(t, nil, gocmd, "build", "-C", filepath.Join("..", "..", "cmd", "finalizercheck"), "-o", bin, ".")
-	out := goRun(t, nil, bin, "-deps", filepath.Join(tmp, "prepared"), ".")
+	// -modfile does not apply in workspace mode: build from this
+	// directory's go.mod alone, whatever go.work lies above it.
+	env := []string{"GOWORK=off"}
+	out := goRun(t, env, bin, "-deps", filepath.Join(tmp, "prepared"), ".")
 	t.Logf("finalizercheck -deps:\n%s", out)
 	if !regexp.MustCompile(`(?m)^watched .*/k8s\.io/client-go@[^/]+/transport/cache\.go:\d+$`).MatchString(out) {
 		t.Fatalf("finalizercheck -deps does not rewrite client-go's transport/cache.go:\n%s", out)
@@ -54,7 +57,7 @@ func TestDepsBuild(t *testing.T) {
 
 	args := slices.Concat([]string{"test"}, flags, []string{"-count=1", "-v", "-run=^TestTransportCleanupsAtCacheGo$", "."})
 	start := time.Now()
-	out = goRun(t, []string{depsBuildEnv + "=1"}, gocmd, args...)
+	out = goRun(t, append(env, depsBuildEnv+"=1"), gocmd, args...)
 	t.Logf("go %s (%v):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), out)
 	if !strings.Contains(out, "--- PASS: TestTransportCleanupsAtCacheGo") {
 		t.Errorf("TestTransportCleanupsAtCacheGo did not pass in the prepared build")
