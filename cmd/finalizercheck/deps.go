@@ -59,6 +59,11 @@ func parseDepsArgs(args []string, stderr io.Writer) (*depsConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	for _, p := range fs.Args() {
+		if strings.HasPrefix(p, "-") {
+			return nil, fmt.Errorf("flag %s after the packages: put flags before the packages", p)
+		}
+	}
 	if *dir == "" {
 		return nil, errors.New("-deps needs a directory: finalizercheck -deps DIR [packages]")
 	}
@@ -69,11 +74,6 @@ func parseDepsArgs(args []string, stderr io.Writer) (*depsConfig, error) {
 	c := &depsConfig{dir: abs, tags: *tags, patterns: fs.Args()}
 	if len(c.patterns) == 0 {
 		c.patterns = []string{"."}
-	}
-	for _, p := range c.patterns {
-		if strings.HasPrefix(p, "-") {
-			return nil, fmt.Errorf("flag %s after the packages: put flags before the packages", p)
-		}
 	}
 	return c, nil
 }

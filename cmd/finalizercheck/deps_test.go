@@ -235,6 +235,7 @@ func TestDepsArgs(t *testing.T) {
 		{name: "no dir", give: []string{"-deps"}, want: "flag needs an argument"},
 		{name: "empty dir", give: []string{"-deps="}, want: "-deps needs a directory"},
 		{name: "flag after packages", give: []string{"-deps", "d", "./...", "-tags=x"}, want: "flag -tags=x after the packages"},
+		{name: "-deps after packages", give: []string{"./...", "-deps", "d"}, want: "flag -deps after the packages"},
 		{name: "unknown flag", give: []string{"-deps", "d", "-fix", "."}, want: "flag provided but not defined: -fix"},
 		{name: "ok", give: []string{"-deps", "d", "-tags", "a,b", "./..."}},
 	} {
