@@ -176,8 +176,18 @@ func newDepsFixture(t *testing.T) *depsFixture {
 	mustRun(t, ".", nil, gocmd, "build", "-o", x.bin, ".")
 
 	x.app, x.regs = filepath.Join(tmp, "app"), filepath.Join(tmp, "regs")
-	copyDir(t, filepath.Join("testdata", "deps", "app"), x.app)
-	copyDir(t, filepath.Join("testdata", "deps", "regs"), x.regs)
+	// The go.mod and go.sum files are kept as *.in: a go.mod in the
+	// tree would make a module of testdata (and the repository lists its
+	// modules). The app's were made with go mod tidy.
+	for _, d := range []string{"app", "regs"} {
+		dst := filepath.Join(tmp, d)
+		copyDir(t, filepath.Join("testdata", "deps", d), dst)
+		for _, f := range []string{"go.mod", "go.sum"} {
+			if err := os.Rename(filepath.Join(dst, f+".in"), filepath.Join(dst, f)); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+		}
+	}
 	mustRun(t, x.app, x.env, gocmd, "mod", "edit", "-replace=github.com/gcprobe/probe="+root)
 	// The root module's sums too, in case its requirements moved since
 	// the app's go.sum was made.
