@@ -158,7 +158,7 @@ func readGoEnv() (*goEnv, error) {
 	case e.GOMOD == "" || e.GOMOD == os.DevNull:
 		return nil, errors.New("not in a module: run it in the module whose build to prepare")
 	case e.GOWORK != "" && e.GOWORK != "off":
-		return nil, fmt.Errorf("a workspace is in use (GOWORK=%s), and -modfile does not apply in workspace mode: run with GOWORK=off", e.GOWORK)
+		return nil, fmt.Errorf("a workspace is in use (GOWORK=%s), and the go command refuses -modfile in workspace mode: run this and the build with GOWORK=off", e.GOWORK)
 	}
 	for _, f := range strings.Fields(e.GOFLAGS) {
 		if strings.HasPrefix(f, "-modfile") || strings.HasPrefix(f, "-overlay") {

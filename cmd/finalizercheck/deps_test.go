@@ -273,6 +273,40 @@ func TestDepsArgs(t *testing.T) {
 	}
 }
 
+// TestDepsRefuses checks the environments -deps cannot prepare a build
+// for: each fails, naming the command and the problem.
+func TestDepsRefuses(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("skipping: the go command is not on PATH")
+	}
+	mod := t.TempDir()
+	writeFile(t, filepath.Join(mod, "go.mod"), "module example.com/m\n\ngo 1.26.0\n")
+	writeFile(t, filepath.Join(mod, "go.work"), "go 1.26.0\n\nuse .\n")
+	for _, tt := range []struct {
+		name, dir string
+		env       map[string]string
+		want      string
+	}{
+		{name: "workspace", dir: mod, env: map[string]string{"GOWORK": filepath.Join(mod, "go.work")},
+			want: "the go command refuses -modfile in workspace mode: run this and the build with GOWORK=off"},
+		{name: "no module", dir: t.TempDir(), env: map[string]string{"GOWORK": "off"}, want: "not in a module"},
+		{name: "modfile in GOFLAGS", dir: mod, env: map[string]string{"GOWORK": "off", "GOFLAGS": "-modfile=x.mod"},
+			want: "GOFLAGS sets -modfile=x.mod"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Chdir(tt.dir)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var stdout, stderr bytes.Buffer
+			code := depsMain([]string{"-deps", t.TempDir(), "."}, &stdout, &stderr)
+			if code != 1 || !strings.HasPrefix(stderr.String(), "finalizercheck -deps: ") || !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("status %d, stderr %q; want 1 and %q", code, stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
 func TestIsDepsFlag(t *testing.T) {
 	for give, want := range map[string]bool{"-deps": true, "--deps": true, "-deps=x": true, "-depsx": false, "./deps": false, "-fix": false} {
 		if got := isDepsFlag(give); got != want {

@@ -80,8 +80,8 @@
 //     again, into another DIR, for another GOOS/GOARCH or tag set.
 //   - The main module must require github.com/gcprobe/probe (the rewritten
 //     code imports finalizerwatch at the version the build selects).
-//     Workspaces (go.work) are refused: -modfile does not apply to them;
-//     use GOWORK=off.
+//     Workspaces (go.work) are refused, since the go command refuses
+//     -modfile in workspace mode: run -deps and the build with GOWORK=off.
 //   - A vendoring module builds from the module cache in the prepared build
 //     (-mod=mod), and its sites name module cache paths, not vendor/.
 //   - Under -trimpath, sites still name the original absolute paths.
