@@ -116,7 +116,16 @@ func TestDepsModule(t *testing.T) {
 	// A second run reuses every prepared file: same bytes, not written.
 	first := snapshot(t, dir)
 	mtimes := modTimes(t, dir)
+	// ... and removes a copy an earlier run made that this one does not need.
+	stale := filepath.Join(dir, "mod", "example.com", "gone@v1.0.0")
+	if err := os.MkdirAll(stale, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(stale, stampName), "x\n")
 	out, _ = prepare()
+	if _, err := os.Stat(stale); !os.IsNotExist(err) || !strings.Contains(out, "removed "+stale+" ") {
+		t.Errorf("the stale copy %s is still there (%v), or the output does not say it was removed:\n%s", stale, err, out)
+	}
 	if strings.Contains(out, "wrote ") {
 		t.Errorf("the second run wrote files:\n%s", out)
 	}

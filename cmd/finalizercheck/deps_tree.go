@@ -93,6 +93,9 @@ func (t *depsTree) write(files []*sourceFile) error {
 		}
 		replaces = append(replaces, mods[p])
 	}
+	if err := t.removeStale(replaces); err != nil {
+		return err
+	}
 	if err := t.writeGoMod(replaces); err != nil {
 		return err
 	}
@@ -210,6 +213,43 @@ func (t *depsTree) copyModule(mc *moduleCopy) error {
 		return err
 	}
 	t.actions = append(t.actions, fmt.Sprintf("wrote %s (%s, %d files rewritten)", mc.dst, mc.mod.Path, len(mc.files)))
+	return nil
+}
+
+// removeStale removes the copies under DIR/mod that an earlier run made
+// (they hold a stamp) and this one no longer needs.
+func (t *depsTree) removeStale(mods []*moduleCopy) error {
+	keep := make(map[string]bool)
+	for _, m := range mods {
+		keep[m.dst] = true
+	}
+	root := filepath.Join(t.cfg.dir, "mod")
+	var stale []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if os.IsNotExist(err) && path == root {
+			return filepath.SkipAll
+		}
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if keep[path] {
+			return filepath.SkipDir
+		}
+		if _, err := os.Stat(filepath.Join(path, stampName)); err == nil {
+			stale = append(stale, path)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, path := range stale {
+		if err := os.RemoveAll(path); err != nil {
+			return err
+		}
+		t.actions = append(t.actions, "removed "+path+" (no longer rewritten)")
+	}
 	return nil
 }
 

@@ -85,6 +85,7 @@
 //   - A vendoring module builds from the module cache in the prepared build
 //     (-mod=mod), and its sites name module cache paths, not vendor/.
 //   - Under -trimpath, sites still name the original absolute paths.
-//   - Copies of modules no longer rewritten stay in DIR/mod, unused; remove
-//     DIR to clean up.
+//   - A run removes the copies in DIR/mod that it no longer needs, but one
+//     DIR holds one prepared build: use another DIR for another
+//     configuration, and do not run two -deps into one DIR at once.
 package main
