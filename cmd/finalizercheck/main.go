@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 
 	"golang.org/x/tools/go/analysis/singlechecker"
 
@@ -10,6 +11,9 @@ import (
 )
 
 func main() {
+	if slices.ContainsFunc(os.Args[1:], isDepsFlag) {
+		os.Exit(depsMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if fixMode(os.Args[1:]) {
 		// The checker's -fix mode applies what it can and says nothing
 		// of the rest: report it, and fail.
