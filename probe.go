@@ -55,6 +55,7 @@ func New(opts ...Option) (*Probe, error) {
 	smOpts := append([]memstats.Option{
 		memstats.WithInterval(cfg.interval),
 		memstats.WithReadMemStats(cfg.readMemStats),
+		memstats.WithRunning(runningFunc(cfg.watcher)),
 	}, cfg.samplerOpts...)
 	sampler, err := memstats.New(smOpts...)
 	if err != nil {
@@ -168,6 +169,7 @@ func (p *Probe) start() (err error) {
 		p.watcher.SetFullStacks(true)
 		p.restore = func() { p.watcher.SetFullStacks(false) }
 	}
+	p.startEventLog() // last: nothing after it can fail and leave it running
 	return nil
 }
 
