@@ -44,6 +44,7 @@ type config struct {
 	listenAddr  string
 	fullStacks  bool
 	logger      *slog.Logger
+	loggerSet   bool // WithLogger was given: detector events go there
 	samplerOpts []memstats.Option
 	promOpts    []promexporter.Option
 	traceOpts   []tracing.Option
@@ -161,14 +162,17 @@ func WithFullStacks(on bool) Option {
 	}
 }
 
-// WithLogger makes the probe log what goes wrong inside it (it never logs
-// in normal operation). The default discards.
+// WithLogger makes the probe log to l: detector events firing and
+// clearing (at Warn, always) and what goes wrong inside the probe. Without
+// it detector events go to slog.Default() and internal errors are
+// discarded; pass slog.New(slog.DiscardHandler) to silence both. With
+// controller-runtime, pass its logger: slog.New(logr.ToSlogHandler(log)).
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
 			return errors.New("probe: WithLogger: nil Logger")
 		}
-		c.logger = l
+		c.logger, c.loggerSet = l, true
 		return nil
 	}
 }

@@ -75,7 +75,7 @@ func New(opts ...Option) (*Probe, error) {
 	if err := cfg.apply(opts); err != nil {
 		return nil, err
 	}
-	sampler, err := memstats.New(cfg.samplerOpts...)
+	sampler, err := memstats.New(append([]memstats.Option{memstats.WithRunning(runningFunc(cfg.watcher))}, cfg.samplerOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -164,6 +164,7 @@ func (p *Probe) start() error {
 		p.watcher.SetFullStacks(true)
 		p.restore = func() { p.watcher.SetFullStacks(false) }
 	}
+	p.startEventLog() // last: nothing after it can fail and leave it running
 	return nil
 }
 

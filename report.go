@@ -24,8 +24,12 @@ type Report struct {
 	// Top are the sites most likely to leak, most likely first (at most
 	// WithTopK of them), as finalizerwatch.Watcher.Top ranks them.
 	Top []finalizerwatch.SiteStats
-	// Firing are the detectors firing now.
+	// Firing are the detectors firing now. A finalizer_blocked event names
+	// the callback that blocks (Event.Kind, Event.Site).
 	Firing []memstats.Event
+	// Running are the watched finalizers and cleanups running now, the
+	// longest running first (finalizerwatch.Watcher.Running).
+	Running []finalizerwatch.RunningCallback
 	// Overflow counts what the ledger's bounded tables refused.
 	Overflow finalizerwatch.Overflow
 }
@@ -41,6 +45,7 @@ func (p *Probe) Report() Report {
 		Cleanups:   p.watcher.Totals(finalizerwatch.KindCleanup),
 		Top:        p.watcher.Top(p.cfg.topK),
 		Firing:     p.sampler.Active(nil),
+		Running:    p.watcher.Running(),
 		Overflow:   p.watcher.Overflow(),
 	}
 }
@@ -68,10 +73,15 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	if len(r.Firing) > 0 {
 		b.WriteString("firing:")
 		for _, e := range r.Firing {
-			fmt.Fprintf(&b, " %s (%.3g, threshold %.3g, since %s)", e.Detector, e.Value, e.Threshold, e.Since.Format(time.TimeOnly))
+			fmt.Fprintf(&b, " %s (%.3g, threshold %.3g, since %s", e.Detector, e.Value, e.Threshold, e.Since.Format(time.TimeOnly))
+			if e.Site != "" {
+				fmt.Fprintf(&b, ", %s %s", e.Kind, e.Site)
+			}
+			b.WriteByte(')')
 		}
 		b.WriteByte('\n')
 	}
+	r.writeRunning(&b)
 	if len(r.Top) > 0 {
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "top sites\tkind\tregistered\texecuted\toutstanding\tsuspect\tscore\t")

@@ -76,7 +76,8 @@ type reading struct {
 	cpuGC, cpuTotal          float64
 	stwGC, stwOther          uint64
 	finLatency, clnLatency   time.Duration
-	finPending, clnPending   bool
+	finPending, clnPending   bool   // the latency is an overdue sentinel's
+	finRuns, clnRuns         uint64 // sentinel runs the latency is from
 	pausesSeen, pausesMissed uint64
 }
 

@@ -8,20 +8,33 @@ import (
 // Detector names, as they appear in Event.Detector.
 const (
 	// DetectorQueueStalled fires when the finalizer (or cleanup) queue is
-	// longer than its threshold while its executed count stands still:
-	// a finalizer is blocked, or the queue is stuck behind one.
-	// Value and Threshold are queue lengths.
+	// longer than its threshold while, over the queue window, it drains
+	// slower than it fills, or not at all: a finalizer is blocked, or
+	// they run slower than they arrive. Only the time the queue was not
+	// empty counts for the drain rate, so idleness before a burst is not
+	// a stall. Value and Threshold are queue lengths.
 	DetectorQueueStalled = "finalizer_queue_stalled"
-	// DetectorForcedGC fires when forced GC cycles reach a rate per
+	// DetectorForcedGC fires when the forced GC cycles of the trailing
+	// rate window (a minute by default), counted exactly, reach a rate per
 	// minute: something calls runtime.GC or debug.FreeOSMemory in a loop.
 	// Value and Threshold are cycles per minute.
 	DetectorForcedGC = "forced_gc"
 	// DetectorMCacheInuse fires when the per-P allocation caches have
 	// stayed above a size for a while. Value and Threshold are bytes.
+	// See DefaultMCacheInuseBytes: with the default it fires on no
+	// ordinary machine.
 	DetectorMCacheInuse = "mcache_inuse"
 	// DetectorQueueLatency fires when the finalizer or the cleanup queue
-	// latency exceeds a threshold. Value and Threshold are seconds.
+	// delay (Queue.Latency: the backlog estimate and the sentinel
+	// together) exceeds a threshold. Value and Threshold are seconds.
 	DetectorQueueLatency = "queue_latency"
+	// DetectorFinalizerBlocked fires when a watched finalizer or cleanup
+	// has been running longer than a threshold (WithFinalizerBlocked),
+	// holding up every callback queued behind it; Event.Kind and
+	// Event.Site name it. It needs a source of running callbacks
+	// (WithRunning), which the probe wires to its finalizerwatch.Watcher.
+	// Value and Threshold are seconds.
+	DetectorFinalizerBlocked = "finalizer_blocked"
 )
 
 const (
@@ -29,6 +42,7 @@ const (
 	detForced
 	detMCache
 	detLatency
+	detBlocked
 	numDetectors
 )
 
@@ -42,6 +56,8 @@ func detectorName(i int) string {
 		return DetectorMCacheInuse
 	case detLatency:
 		return DetectorQueueLatency
+	case detBlocked:
+		return DetectorFinalizerBlocked
 	}
 	return ""
 }
@@ -71,6 +87,10 @@ type Event struct {
 	Time time.Time
 	// Firing is true when the detector fires, false when it resolves.
 	Firing bool
+	// Kind and Site name the callback a finalizer_blocked event is
+	// about ("finalizer" or "cleanup", and "function file:line"); empty
+	// for the other detectors.
+	Kind, Site string
 }
 
 // detState is one detector's state across rounds.
@@ -86,14 +106,18 @@ type detectors struct {
 	cfg *config
 	st  [numDetectors]detState
 
-	primed bool // a round has been evaluated before
+	// The queues across rounds, and this round's estimates.
+	finQ, clnQ     queueTrack
+	finEst, clnEst queueEstimate
 
-	// finalizer_queue_stalled: the executed counts and when they last
-	// moved, per queue.
-	finExec, clnExec          uint64
-	finAdvance, clnAdvance    time.Time
 	mcacheAbove               time.Time // since when above; zero if not
 	forcedSince, latencySince time.Time
+
+	// finalizer_blocked: the latest answer of cfg.running, and when it
+	// was asked.
+	running   Running
+	runningOK bool
+	askedAt   time.Time
 }
 
 func newDetectors(cfg *config) detectors {
@@ -102,6 +126,7 @@ func newDetectors(cfg *config) detectors {
 	d.st[detForced].threshold = cfg.forcedPerMinute
 	d.st[detMCache].threshold = float64(cfg.mcacheBytes)
 	d.st[detLatency].threshold = cfg.queueLatency.Seconds()
+	d.st[detBlocked].threshold = cfg.blockedAfter.Seconds()
 	return d
 }
 
@@ -112,9 +137,8 @@ func (d *detectors) evaluate(s *Snapshot, evs *[numDetectors]Event) int {
 	n := 0
 
 	// finalizer_queue_stalled, over both queues.
-	finStalled, finSince := stalled(d, &d.finExec, &d.finAdvance, &s.Finalizers, now)
-	clnStalled, clnSince := stalled(d, &d.clnExec, &d.clnAdvance, &s.Cleanups, now)
-	d.primed = true
+	finStalled, finSince := d.stalled(&d.finQ, &d.finEst, s.Finalizers.Length)
+	clnStalled, clnSince := d.stalled(&d.clnQ, &d.clnEst, s.Cleanups.Length)
 	value := float64(max(s.Finalizers.Length, s.Cleanups.Length))
 	var since time.Time
 	switch {
@@ -146,20 +170,27 @@ func (d *detectors) evaluate(s *Snapshot, evs *[numDetectors]Event) int {
 	late := lat > d.cfg.queueLatency
 	d.latencySince = episode(late, d.latencySince, now)
 	n = d.step(detLatency, late, lat.Seconds(), d.latencySince, now, evs, n)
+
+	// finalizer_blocked.
+	n = d.blocked(now, evs, n)
 	return n
 }
 
-// stalled reports whether queue q is stalled at now, and since when its
-// executed count has stood still. The count is stalled when it did not move
-// since the previous round, the queue is over the threshold, and it last
-// moved at least stalledFor ago.
-func stalled(d *detectors, exec *uint64, advance *time.Time, q *Queue, now time.Time) (bool, time.Time) {
-	if !d.primed || q.Executed != *exec {
-		*exec, *advance = q.Executed, now
+// stalled reports whether a queue of the given length is stalled, given
+// its track and this round's estimate, and since when: the queue is over
+// the threshold, has been non-empty for at least stalledFor, and over the
+// window drained slower than it filled, or not at all. The drain rate
+// counts only the time the queue was non-empty (see queueTrack.observe).
+func (d *detectors) stalled(q *queueTrack, e *queueEstimate, length uint64) (bool, time.Time) {
+	if length <= d.cfg.stalledLength || !q.busy || e.busyFor <= 0 || e.busyFor < d.cfg.stalledFor {
 		return false, time.Time{}
 	}
-	if q.Length > d.cfg.stalledLength && now.Sub(*advance) >= d.cfg.stalledFor {
-		return true, *advance
+	if e.drained == 0 {
+		// Not at all: since it last moved (or became non-empty).
+		return true, q.lastAdvance
+	}
+	if e.rateOK && e.drain < e.fill {
+		return true, q.busyStart.t
 	}
 	return false, time.Time{}
 }

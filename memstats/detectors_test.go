@@ -40,8 +40,10 @@ func TestDetectors(t *testing.T) {
 			steps: []step{
 				{set: func(r *reading) { r.finQueued, r.finExecuted = 3000, 500 }},
 				{advance: 500 * time.Millisecond}, // still < DefaultQueueStalledFor
-				{advance: 600 * time.Millisecond, want: []string{"finalizer_queue_stalled+"}},
+				// Not moving for 1.1s: stalled, and the delay is that long at least.
+				{advance: 600 * time.Millisecond, want: []string{"finalizer_queue_stalled+", "queue_latency+"}},
 				{advance: time.Second}, // still stalled, no new event
+				// Moving again, and nothing more queued: draining (slowly), not stalled.
 				{advance: time.Second, set: func(r *reading) { r.finExecuted = 501 }, want: []string{"finalizer_queue_stalled-"}},
 			},
 		},
@@ -49,8 +51,8 @@ func TestDetectors(t *testing.T) {
 			name: "queue stalled on the cleanup queue",
 			steps: []step{
 				{set: func(r *reading) { r.clnQueued, r.clnExecuted = 5000, 10 }},
-				{advance: 2 * time.Second, want: []string{"finalizer_queue_stalled+"}},
-				{advance: time.Second, set: func(r *reading) { r.clnExecuted = 4500 }, want: []string{"finalizer_queue_stalled-"}},
+				{advance: 2 * time.Second, want: []string{"finalizer_queue_stalled+", "queue_latency+"}},
+				{advance: time.Second, set: func(r *reading) { r.clnExecuted = 4500 }, want: []string{"finalizer_queue_stalled-", "queue_latency-"}},
 			},
 		},
 		{
@@ -66,7 +68,7 @@ func TestDetectors(t *testing.T) {
 			name: "queue at the threshold is not stalled",
 			steps: []step{
 				{set: func(r *reading) { r.finQueued, r.finExecuted = 1500, 500 }}, // length 1000, not > 1000
-				{advance: 10 * time.Second},
+				{advance: 10 * time.Second, want: []string{"queue_latency+"}},      // but not moving for 10s
 				{advance: 10 * time.Second},
 			},
 		},
@@ -74,8 +76,46 @@ func TestDetectors(t *testing.T) {
 			name: "long but moving queue is not stalled",
 			steps: []step{
 				{set: func(r *reading) { r.finQueued, r.finExecuted = 9000, 0 }},
-				{advance: 2 * time.Second, set: func(r *reading) { r.finExecuted = 10 }},
+				// Nothing more queued: it drains faster than it fills,
+				// though 9000 at 5/s is a long delay.
+				{advance: 2 * time.Second, set: func(r *reading) { r.finExecuted = 10 }, want: []string{"queue_latency+"}},
 				{advance: 2 * time.Second, set: func(r *reading) { r.finExecuted = 20 }},
+			},
+		},
+		{
+			name: "slow drain after a burst is a stall",
+			steps: []step{
+				{set: func(r *reading) { r.finQueued, r.finExecuted = 50, 50 }},
+				{advance: 5 * time.Second}, // idle
+				{advance: time.Second, set: func(r *reading) { r.finQueued = 3050 }},
+				// 200/s drained against 3000 queued in the window (300/s).
+				{advance: time.Second, set: func(r *reading) { r.finExecuted = 250 }, want: []string{"finalizer_queue_stalled+", "queue_latency+"}},
+				{advance: time.Second, set: func(r *reading) { r.finExecuted = 450 }},
+				// Down to 1000: the length condition ends it.
+				{advance: 9 * time.Second, set: func(r *reading) { r.finExecuted = 2050 }, want: []string{"finalizer_queue_stalled-"}},
+				{advance: 5 * time.Second, set: func(r *reading) { r.finExecuted = 3050 }, want: []string{"queue_latency-"}},
+			},
+		},
+		{
+			name: "idleness before a burst is not a stall",
+			steps: []step{
+				{set: func(r *reading) { r.finQueued, r.finExecuted = 50, 50 }},
+				{advance: time.Second},
+				{advance: time.Second}, // idle: the executed count stands still
+				{advance: 100 * time.Millisecond, set: func(r *reading) { r.finQueued = 3050 }},
+				// 1000 drained in a second: faster than it filled, though
+				// the 2000 left take 2s.
+				{advance: time.Second, set: func(r *reading) { r.finExecuted = 1050 }, want: []string{"queue_latency+"}},
+				{advance: time.Second, set: func(r *reading) { r.finExecuted = 3050 }, want: []string{"queue_latency-"}},
+			},
+		},
+		{
+			name: "steady churn over the threshold is not a stall",
+			steps: []step{
+				{set: func(r *reading) { r.finQueued, r.finExecuted = 2000, 0 }},
+				{advance: time.Second, set: func(r *reading) { r.finQueued, r.finExecuted = 4000, 2000 }},
+				{advance: time.Second, set: func(r *reading) { r.finQueued, r.finExecuted = 6000, 4000 }},
+				{advance: time.Second, set: func(r *reading) { r.finQueued, r.finExecuted = 8000, 6000 }},
 			},
 		},
 		{
@@ -93,8 +133,8 @@ func TestDetectors(t *testing.T) {
 			steps: []step{
 				{set: func(r *reading) { r.forced = 100 }},
 				{advance: 20 * time.Second, set: func(r *reading) { r.forced = 104 }}, // 4 so far: a count, not 12/min
-				{advance: 50 * time.Second, set: func(r *reading) { r.forced = 105 }}, // 5 in 70s: 4.3/min
-				{advance: 50 * time.Second, set: func(r *reading) { r.forced = 108 }}, // 4 in 100s: 2.4/min
+				{advance: 61 * time.Second, set: func(r *reading) { r.forced = 105 }}, // the 4 are 61s old: 1 in the window
+				{advance: 50 * time.Second, set: func(r *reading) { r.forced = 108 }}, // 4 in the window
 			},
 		},
 		{
@@ -136,15 +176,36 @@ func TestDetectors(t *testing.T) {
 			name: "queue latency fires and resolves",
 			steps: []step{
 				{set: func(r *reading) { r.finLatency = time.Millisecond }},
-				{advance: time.Second, set: func(r *reading) { r.finLatency = 1500 * time.Millisecond }, want: []string{"queue_latency+"}},
+				// An overdue sentinel counts whatever the queue's length.
+				{advance: time.Second, set: func(r *reading) { r.finLatency, r.finPending = 1500*time.Millisecond, true }, want: []string{"queue_latency+"}},
 				{advance: time.Second, set: func(r *reading) { r.finLatency = 2500 * time.Millisecond }},
-				{advance: time.Second, set: func(r *reading) { r.finLatency = 2 * time.Millisecond }, want: []string{"queue_latency-"}},
+				{advance: time.Second, set: func(r *reading) { r.finLatency, r.finPending, r.finRuns = 2*time.Millisecond, false, 1 }, want: []string{"queue_latency-"}},
 			},
 		},
 		{
 			name: "queue latency of cleanups",
 			steps: []step{
-				{set: func(r *reading) { r.clnLatency = 3 * time.Second }, want: []string{"queue_latency+"}},
+				{set: func(r *reading) { r.clnLatency, r.clnPending = 3*time.Second, true }, want: []string{"queue_latency+"}},
+			},
+		},
+		{
+			name: "finished sentinel counts until the queue is seen empty",
+			steps: []step{
+				{set: func(r *reading) { r.finQueued, r.finExecuted = 10, 0 }},
+				{advance: 100 * time.Millisecond, set: func(r *reading) {
+					r.finExecuted, r.finLatency, r.finRuns = 5, 3*time.Second, 1
+				}, want: []string{"queue_latency+"}},
+				{advance: 100 * time.Millisecond},
+				// Drained: the 3s sentinel describes a queue that is gone,
+				// though no GC cycle ran a newer sentinel.
+				{advance: 100 * time.Millisecond, set: func(r *reading) { r.finExecuted = 10 }, want: []string{"queue_latency-"}},
+				{advance: time.Minute},
+			},
+		},
+		{
+			name: "finished sentinel on an empty queue does not count",
+			steps: []step{
+				{set: func(r *reading) { r.finLatency, r.finRuns = 3*time.Second, 1 }},
 			},
 		},
 		{
@@ -164,7 +225,7 @@ func TestDetectors(t *testing.T) {
 			name: "several detectors in one round",
 			opts: []Option{WithMCacheInuse(1, 0)},
 			steps: []step{
-				{set: func(r *reading) { r.mcacheInuse = 2; r.finLatency = time.Hour }, want: []string{"mcache_inuse+", "queue_latency+"}},
+				{set: func(r *reading) { r.mcacheInuse = 2; r.finLatency, r.finPending = time.Hour, true }, want: []string{"mcache_inuse+", "queue_latency+"}},
 			},
 		},
 	}
@@ -222,7 +283,7 @@ func TestDetectorEventFields(t *testing.T) {
 }
 
 func TestQueueStalledSince(t *testing.T) {
-	f := newFed(t)
+	f := newFed(t, WithoutDetector(DetectorQueueLatency))
 	t0 := f.clk.Now()
 	f.r.finQueued, f.r.finExecuted = 5000, 100
 	f.round(0)
@@ -247,7 +308,7 @@ func TestSubscribe(t *testing.T) {
 		f.s.Subscribe(func(Event) {})()
 		got = append(got, fmt.Sprint(e.Detector, e.Firing))
 	})
-	f.r.finLatency = 2 * time.Second
+	f.r.finLatency, f.r.finPending = 2*time.Second, true
 	f.round(time.Second)
 	cancel()
 	cancel() // harmless

@@ -9,9 +9,12 @@
 // WithReadMemStatsInterval, measuring what each call costs. It samples on
 // an interval and on every GC cycle: a sentinel object whose finalizer
 // re-arms itself wakes it, and the delay between the end of the cycle that
-// queued the sentinel and the sentinel's run is the finalizer queue
-// latency; a second sentinel does the same for cleanups
-// (runtime.AddCleanup). A round allocates nothing.
+// queued the sentinel and the sentinel's run is the sentinel latency; a
+// second sentinel does the same for cleanups (runtime.AddCleanup). The
+// runtime drains its queue a batch at a time, from the batch's end, so a
+// sentinel queued after a backlog can run first: the queue delay
+// (Queue.Latency) therefore also estimates the backlog from the queue's
+// length and its recent drain rate. A round allocates nothing.
 //
 // # Usage
 //
@@ -71,7 +74,11 @@
 //	Cleanups.Queued, Executed     /gc/cleanups/queued:cleanups, /gc/cleanups/executed:cleanups
 //	*.Length                      Queued - Executed
 //	*.GrowthPerSecond             change of Length over the latest interval
-//	*.Latency                     the finalizer (cleanup) sentinel against debug.ReadGCStats PauseEnd
+//	*.SentinelLatency             the finalizer (cleanup) sentinel against debug.ReadGCStats PauseEnd
+//	*.DrainPerSecond              Δ Executed over the busy part of WithQueueWindow
+//	*.FillPerSecond               Δ Queued over WithQueueWindow
+//	*.Backlog                     Length ÷ DrainPerSecond, at least the time since Executed last moved
+//	*.Latency                     the larger of Backlog and SentinelLatency (while it still applies)
 //	PauseP50, PauseP99, PauseMax  debug.ReadGCStats Pause, over the latest WithPauseWindow cycles
 //	PauseWindow                   cycles in that window
 //	PausesMissed                  cycles the runtime's 256-cycle history lost between two rounds
@@ -92,13 +99,19 @@
 // Each detector fires an Event when its condition starts to hold and
 // another when it stops; thresholds are options, defaults are constants:
 //
-//	finalizer_queue_stalled  a queue longer than DefaultQueueStalledLength whose executed
-//	                         count has not moved for DefaultQueueStalledFor (WithQueueStalled)
-//	forced_gc                DefaultForcedGCPerMinute forced cycles a minute or more (WithForcedGC)
+//	finalizer_queue_stalled  a queue longer than DefaultQueueStalledLength, non-empty for
+//	                         DefaultQueueStalledFor, that over DefaultQueueWindow drained
+//	                         slower than it filled, or not at all (WithQueueStalled,
+//	                         WithQueueWindow); idle time does not count as not draining
+//	forced_gc                DefaultForcedGCPerMinute forced cycles or more within the rate
+//	                         window, a sliding minute by default (WithForcedGC)
 //	mcache_inuse             MCacheInuse above DefaultMCacheInuseBytes for DefaultMCacheInuseFor
-//	                         (WithMCacheInuse)
-//	queue_latency            finalizer or cleanup queue latency above DefaultQueueLatency
+//	                         (WithMCacheInuse); a fixed size per P, see DefaultMCacheInuseBytes
+//	queue_latency            finalizer or cleanup queue delay (Latency) above DefaultQueueLatency
 //	                         (WithQueueLatency)
+//	finalizer_blocked        a watched finalizer or cleanup running for longer than
+//	                         DefaultFinalizerBlocked (WithFinalizerBlocked); needs WithRunning;
+//	                         Event.Kind and Event.Site name it
 //
 // WithoutDetector turns one off. Time-based conditions follow the Clock
 // (WithClock), so they can be tested without sleeping.

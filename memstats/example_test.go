@@ -84,3 +84,23 @@ func ExampleSampler_SnapshotInto() {
 	// Output:
 	// buckets: 16 counts: 17
 }
+
+func ExampleRunning() {
+	s, err := memstats.New(
+		memstats.WithRunning(func() (memstats.Running, bool) {
+			// The probe reads its finalizerwatch.Watcher here.
+			return memstats.Running{Kind: "finalizer", Site: "main.(*conn).finalize main.go:42", For: 3 * time.Second}, true
+		}),
+		memstats.WithFinalizerBlocked(time.Second),
+	)
+	if err != nil {
+		panic(err)
+	}
+	s.Sample()
+	for _, e := range s.Active(nil) {
+		if e.Detector == memstats.DetectorFinalizerBlocked {
+			fmt.Printf("%s: %s running for %.0fs\n", e.Detector, e.Site, e.Value)
+		}
+	}
+	// Output: finalizer_blocked: main.(*conn).finalize main.go:42 running for 3s
+}

@@ -46,13 +46,22 @@ const (
 	// queue length threshold (WithQueueStalled).
 	DefaultQueueStalledLength = 1000
 
-	// DefaultQueueStalledFor is how long the executed count must have stood
-	// still, with the queue over its threshold, before
-	// finalizer_queue_stalled fires (WithQueueStalled). With the default
-	// interval it amounts to "between two interval samples"; it keeps the
-	// samples a GC cycle triggers, which can be a millisecond apart, from
-	// mistaking a slow queue for a stalled one.
+	// DefaultQueueStalledFor is how long the queue must have been
+	// non-empty, over its threshold, before finalizer_queue_stalled may
+	// fire (WithQueueStalled). With the default interval it amounts to
+	// "between two interval samples"; it keeps the samples a GC cycle
+	// triggers, which can be a millisecond apart, from judging a drain
+	// rate they cannot measure yet.
 	DefaultQueueStalledFor = time.Second
+
+	// DefaultQueueWindow is the window over which a queue's drain and
+	// fill rates are measured, for Queue.Backlog, Queue.Latency and
+	// finalizer_queue_stalled (WithQueueWindow).
+	DefaultQueueWindow = 10 * time.Second
+
+	// DefaultFinalizerBlocked is how long a watched finalizer or cleanup
+	// may run before finalizer_blocked fires (WithFinalizerBlocked).
+	DefaultFinalizerBlocked = time.Second
 
 	// DefaultForcedGCPerMinute is the forced_gc detector's threshold:
 	// it fires at this many forced cycles (runtime.GC,
@@ -60,7 +69,14 @@ const (
 	DefaultForcedGCPerMinute = 5
 
 	// DefaultMCacheInuseBytes is the mcache_inuse detector's threshold
-	// (WithMCacheInuse).
+	// (WithMCacheInuse), the source's 2 MiB. It is kept for fidelity, and
+	// on purpose it fires on no ordinary machine: the runtime's
+	// /memory/classes/metadata/mcache/inuse:bytes is one fixed-size
+	// mcache per P (2 296 bytes each on Go 1.26, amd64), whatever the
+	// load, so 2 MiB takes about 914 Ps (GOMAXPROCS). A threshold scaled
+	// per P would measure that struct's size, not allocation pressure. Set
+	// a lower value to watch for GOMAXPROCS growing, or for mcaches
+	// leaking in a future runtime.
 	DefaultMCacheInuseBytes = 2 << 20
 
 	// DefaultMCacheInuseFor is how long mcache in-use memory must stay over
@@ -118,6 +134,9 @@ type config struct {
 	mcacheFor         time.Duration
 	queueLatency      time.Duration
 	disabled          [numDetectors]bool
+	queueWindow       time.Duration
+	running           RunningFunc
+	blockedAfter      time.Duration
 }
 
 func defaultConfig() config {
@@ -135,6 +154,8 @@ func defaultConfig() config {
 		mcacheBytes:       DefaultMCacheInuseBytes,
 		mcacheFor:         DefaultMCacheInuseFor,
 		queueLatency:      DefaultQueueLatency,
+		queueWindow:       DefaultQueueWindow,
+		blockedAfter:      DefaultFinalizerBlocked,
 	}
 }
 
@@ -271,9 +292,10 @@ func WithReadMemStatsInterval(d time.Duration) Option {
 }
 
 // WithQueueStalled configures the finalizer_queue_stalled detector: it fires
-// when a finalizer or cleanup queue is longer than length while its executed
-// count has not advanced for at least stalledFor (0 means: between the two
-// latest samples). Defaults DefaultQueueStalledLength and
+// when a finalizer or cleanup queue is longer than length, has been
+// non-empty for at least stalledFor (0 means: between the two latest
+// samples), and over the queue window (WithQueueWindow) drained slower than
+// it filled, or not at all. Defaults DefaultQueueStalledLength and
 // DefaultQueueStalledFor.
 func WithQueueStalled(length uint64, stalledFor time.Duration) Option {
 	return func(c *config) error {
@@ -302,7 +324,9 @@ func WithForcedGC(perMinute float64) Option {
 
 // WithMCacheInuse configures the mcache_inuse detector: it fires when
 // MCacheInuse has stayed above bytes for at least sustained. Defaults
-// DefaultMCacheInuseBytes and DefaultMCacheInuseFor.
+// DefaultMCacheInuseBytes and DefaultMCacheInuseFor. The runtime's figure is
+// a fixed size per P (see DefaultMCacheInuseBytes), so with the default the
+// detector fires only with about 914 Ps or more.
 func WithMCacheInuse(bytes uint64, sustained time.Duration) Option {
 	return func(c *config) error {
 		if bytes == 0 {
@@ -338,6 +362,43 @@ func WithoutDetector(name string) Option {
 			return optionErr("WithoutDetector", "unknown detector %q", name)
 		}
 		c.disabled[i] = true
+		return nil
+	}
+}
+
+// WithQueueWindow sets the window over which each queue's drain and fill
+// rates are measured (Queue.DrainPerSecond, FillPerSecond, Backlog) for the
+// queue delay and finalizer_queue_stalled. Default DefaultQueueWindow.
+func WithQueueWindow(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optionErr("WithQueueWindow", "window must be > 0, got %v", d)
+		}
+		c.queueWindow = d
+		return nil
+	}
+}
+
+// WithRunning gives the sampler a source of the finalizers and cleanups
+// running now, for the finalizer_blocked detector; without one that
+// detector never fires. The probe passes one reading its
+// finalizerwatch.Watcher. nil removes the source.
+func WithRunning(fn RunningFunc) Option {
+	return func(c *config) error {
+		c.running = fn
+		return nil
+	}
+}
+
+// WithFinalizerBlocked configures the finalizer_blocked detector: it fires
+// when a watched finalizer or cleanup has been running for longer than
+// threshold. Default DefaultFinalizerBlocked.
+func WithFinalizerBlocked(threshold time.Duration) Option {
+	return func(c *config) error {
+		if threshold <= 0 {
+			return optionErr("WithFinalizerBlocked", "threshold must be > 0, got %v", threshold)
+		}
+		c.blockedAfter = threshold
 		return nil
 	}
 }

@@ -37,6 +37,8 @@ func TestOptionErrors(t *testing.T) {
 		{"negative mcache duration", []Option{WithMCacheInuse(1, -time.Second)}, "memstats: WithMCacheInuse: duration must be >= 0, got -1s"},
 		{"zero latency", []Option{WithQueueLatency(0)}, "memstats: WithQueueLatency: threshold must be > 0, got 0s"},
 		{"unknown detector", []Option{WithoutDetector("gc_storm")}, `memstats: WithoutDetector: unknown detector "gc_storm"`},
+		{"zero queue window", []Option{WithQueueWindow(0)}, "memstats: WithQueueWindow: window must be > 0, got 0s"},
+		{"zero blocked threshold", []Option{WithFinalizerBlocked(0)}, "memstats: WithFinalizerBlocked: threshold must be > 0, got 0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +121,8 @@ func TestDefaults(t *testing.T) {
 		c.pauseWindow != DefaultPauseWindow || c.rateWindow != DefaultRateWindow || c.readMemStats ||
 		c.readMemStatsEvery != DefaultMinReadMemStatsInterval || c.stalledLength != DefaultQueueStalledLength ||
 		c.forcedPerMinute != DefaultForcedGCPerMinute || c.mcacheBytes != DefaultMCacheInuseBytes ||
-		c.mcacheFor != DefaultMCacheInuseFor || c.queueLatency != DefaultQueueLatency {
+		c.mcacheFor != DefaultMCacheInuseFor || c.queueLatency != DefaultQueueLatency ||
+		c.queueWindow != DefaultQueueWindow || c.blockedAfter != DefaultFinalizerBlocked || c.running != nil {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if len(s.hist.Bounds) != len(PauseBuckets) || &s.hist.Bounds[0] == &PauseBuckets[0] {

@@ -19,12 +19,66 @@ type ratePoint struct {
 }
 
 // rateRing computes GCCPUFraction and ForcedPerMinute over a trailing
-// window from a fixed array of past points: no allocation.
+// window from fixed arrays of past points: no allocation.
 type rateRing struct {
 	pts    [rateRingSize]ratePoint
 	next   int
 	n      int
 	window time.Duration
+	forced forcedRing
+}
+
+// forcedRingSize bounds the rounds that saw forced cycles kept for the
+// window. With more such rounds inside one window the count is a lower
+// bound of at least forcedRingSize cycles, far above any useful threshold.
+const forcedRingSize = 256
+
+// forcedStep is a round that saw the forced-cycle count move: from before
+// to the count at t.
+type forcedStep struct {
+	t      time.Time
+	before uint64
+}
+
+// forcedRing counts forced GC cycles over a sliding window exactly, to the
+// round that observed them: the rounds where the count moved are kept, so
+// the window's count is the current count minus the count before the
+// oldest such round inside the window. (Differencing against a point kept
+// every window/32, as GCCPUFraction does, spans up to 1/32 more than the
+// window and let exactly 5 forced cycles in a minute read 4.9 a minute.)
+type forcedRing struct {
+	steps [forcedRingSize]forcedStep
+	next  int
+	n     int
+	last  uint64 // count at the previous round
+	seen  bool   // a round was observed
+}
+
+// observe records the count at t and returns how many forced cycles the
+// rounds in (t-window, t] observed.
+func (f *forcedRing) observe(t time.Time, count uint64, window time.Duration) uint64 {
+	if f.seen && count > f.last {
+		f.steps[f.next] = forcedStep{t: t, before: f.last}
+		f.next = (f.next + 1) % forcedRingSize
+		if f.n < forcedRingSize {
+			f.n++
+		}
+	} else if count < f.last {
+		f.n = 0 // the count went back: a different source; start over
+	}
+	f.last, f.seen = count, true
+	cut := t.Add(-window)
+	start := f.next - f.n
+	if start < 0 {
+		start += forcedRingSize
+	}
+	for i := 0; i < f.n; i++ {
+		st := &f.steps[(start+i)%forcedRingSize]
+		if st.t.After(cut) {
+			return count - st.before
+		}
+	}
+	return 0
 }
 
 func (r *rateRing) at(i int) *ratePoint { // i-th oldest
@@ -58,17 +112,14 @@ func (r *rateRing) observe(p ratePoint) (gcFraction, forcedPerMinute float64) {
 		if d := p.cpuTotal - b.cpuTotal; d > 0 {
 			gcFraction = (p.cpuGC - b.cpuGC) / d
 		}
-		if p.forced >= b.forced {
-			// Divide by at least a window, so that a partial window
-			// reports the count so far rather than an extrapolation.
-			span := max(p.t.Sub(b.t), r.window)
-			forcedPerMinute = float64(p.forced-b.forced) / span.Minutes()
-		}
 	} else if p.cpuTotal > 0 {
 		// First round: the program's lifetime is all there is.
 		gcFraction = p.cpuGC / p.cpuTotal
 	}
 	gcFraction = min(max(gcFraction, 0), 1)
+	// The count over exactly the window, per minute: while less than a
+	// window has been observed, the count so far, never an extrapolation.
+	forcedPerMinute = float64(r.forced.observe(p.t, p.forced, r.window)) / r.window.Minutes()
 
 	if r.n == 0 || p.t.Sub(r.at(r.n-1).t) >= r.window/rateSpacing {
 		r.pts[r.next] = p

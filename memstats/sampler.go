@@ -202,8 +202,7 @@ func (s *Sampler) sampleLocked(evs *[numDetectors]Event) int {
 	sn.MCacheInuse = r.mcacheInuse
 	sn.StopTheWorldGC, sn.StopTheWorldOther = r.stwGC, r.stwOther
 
-	sn.Finalizers = Queue{Queued: r.finQueued, Executed: r.finExecuted, Length: sub0(r.finQueued, r.finExecuted), Latency: r.finLatency}
-	sn.Cleanups = Queue{Queued: r.clnQueued, Executed: r.clnExecuted, Length: sub0(r.clnQueued, r.clnExecuted), Latency: r.clnLatency}
+	s.det.queues(now, r, sn)
 	s.growth(now, sn)
 
 	sn.PauseP50, sn.PauseP99, sn.PauseMax = s.pauses.quantiles()
@@ -265,6 +264,7 @@ func (s *Sampler) readRuntime(now time.Time, r *reading) {
 		ns := now.UnixNano()
 		r.finLatency, r.finPending = s.fin.update(st.fin.load(), s.gcstats.PauseEnd, ns)
 		r.clnLatency, r.clnPending = s.cln.update(st.cln.load(), s.gcstats.PauseEnd, ns)
+		r.finRuns, r.clnRuns = s.fin.seenRuns, s.cln.seenRuns
 	}
 
 	if s.cfg.readMemStats && (s.msInfo.Calls == 0 || now.Sub(s.msInfo.Last) >= s.cfg.readMemStatsEvery) {

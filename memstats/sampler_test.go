@@ -347,11 +347,13 @@ func TestWakesOnGC(t *testing.T) {
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
 		sn := s.Snapshot()
-		return sn.Samples > n && sn.Finalizers.Latency > 0 && sn.Cleanups.Latency > 0
+		return sn.Samples > n && sn.Finalizers.SentinelLatency > 0 && sn.Cleanups.SentinelLatency > 0
 	})
 	sn := s.Snapshot()
-	if sn.Finalizers.Latency > time.Second || sn.Cleanups.Latency > time.Second {
-		t.Fatalf("latencies %v %v on an idle queue", sn.Finalizers.Latency, sn.Cleanups.Latency)
+	if sn.Finalizers.SentinelLatency > time.Second || sn.Cleanups.SentinelLatency > time.Second ||
+		sn.Finalizers.Latency > time.Second || sn.Cleanups.Latency > time.Second {
+		t.Fatalf("latencies %v %v (sentinels %v %v) on an idle queue", sn.Finalizers.Latency, sn.Cleanups.Latency,
+			sn.Finalizers.SentinelLatency, sn.Cleanups.SentinelLatency)
 	}
 }
 

@@ -86,11 +86,32 @@ type Queue struct {
 	// GrowthPerSecond is how fast Length changed over the latest sampling
 	// interval; negative while the queue drains.
 	GrowthPerSecond float64
-	// Latency is the queue latency measured by the sampler's sentinel:
-	// how long after the end of the GC cycle that queued it the sentinel
-	// ran, or, while a sentinel is overdue, how late it is so far. Zero
-	// unless the sampler runs (Start or Run).
+	// Latency is the delay a callback queued now would wait: the larger
+	// of Backlog and SentinelLatency, the latter only while it still
+	// describes the queue (an overdue sentinel always does; a finished
+	// one until the queue is next seen empty). Zero once the queue has
+	// drained, whether or not a GC cycle ran since.
 	Latency time.Duration
+	// SentinelLatency is the sampler's sentinel as measured: how long
+	// after the end of the GC cycle that queued it the sentinel ran, or,
+	// while one is overdue, how late it is so far. Zero unless the
+	// sampler runs (Start or Run). The runtime drains a batch from its
+	// end, so a sentinel queued after a backlog can run first: this
+	// alone can read microseconds while thousands of callbacks wait.
+	SentinelLatency time.Duration
+	// Backlog estimates how long the queue now takes to drain: Length
+	// divided by DrainPerSecond, and at least as long as the queue has
+	// been non-empty without any execution. Zero when the queue is empty
+	// or no drain rate is known yet (the round that first sees it full).
+	Backlog time.Duration
+	// DrainPerSecond is the rate at which callbacks ran over the queue
+	// window (WithQueueWindow), counting only the time the queue was not
+	// empty. The runtime counts executions a block (about a hundred) at a
+	// time, so over short spans it moves in steps.
+	DrainPerSecond float64
+	// FillPerSecond is the rate at which callbacks were queued over the
+	// queue window, divided by the whole window.
+	FillPerSecond float64
 }
 
 // ReadMemStatsInfo describes the sampler's own runtime.ReadMemStats calls,

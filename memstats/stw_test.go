@@ -64,8 +64,8 @@ func TestNoStopTheWorld(t *testing.T) {
 	if delta != 0 {
 		t.Fatalf("the sampler stopped the world %d times in default mode", delta)
 	}
-	if sn := s.Snapshot(); sn.Finalizers.Latency == 0 || sn.ReadMemStats.Calls != 0 {
-		t.Fatalf("sentinels not running (latency %v) or ReadMemStats called %d times", sn.Finalizers.Latency, sn.ReadMemStats.Calls)
+	if sn := s.Snapshot(); sn.Finalizers.SentinelLatency == 0 || sn.ReadMemStats.Calls != 0 {
+		t.Fatalf("sentinels not running (latency %v) or ReadMemStats called %d times", sn.Finalizers.SentinelLatency, sn.ReadMemStats.Calls)
 	}
 	s.Stop()
 

@@ -20,6 +20,9 @@ const (
 	keyDetFiring    = attribute.Key("gcprobe.detector.firing")
 	keyDetDropped   = attribute.Key("gcprobe.detector.dropped")
 	keyDetEvents    = attribute.Key("gcprobe.detector.events")
+	// finalizer_blocked: the callback that blocks.
+	keyDetKind = attribute.Key("gcprobe.detector.kind")
+	keyDetSite = attribute.Key("gcprobe.detector.site")
 )
 
 // detectorQueue hands detector events from the sampler's goroutine to the
@@ -106,6 +109,9 @@ func detectorEventOptions(e *memstats.Event) []trace.EventOption {
 		keyDetSince.String(e.Since.UTC().Format(time.RFC3339Nano)),
 		keyDetFiring.Bool(e.Firing),
 	)}
+	if e.Site != "" {
+		opts = append(opts, trace.WithAttributes(keyDetKind.String(e.Kind), keyDetSite.String(e.Site)))
+	}
 	if !e.Time.IsZero() {
 		opts = append(opts, trace.WithTimestamp(e.Time))
 	}

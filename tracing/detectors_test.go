@@ -93,3 +93,25 @@ func TestDetectorQueueBound(t *testing.T) {
 		t.Errorf("an empty queue made a span: %d spans", got)
 	}
 }
+
+// A finalizer_blocked event carries the blocking callback's kind and site.
+func TestDetectorEventNamesBlockedSite(t *testing.T) {
+	tp, rec := newRecorder(t)
+	r := newReporter(t, WithTracerProvider(tp), WithWatcher(newWatcher(t)))
+	now := time.Now()
+	r.dets.push(memstats.Event{Detector: memstats.DetectorFinalizerBlocked, Value: 2, Threshold: 1,
+		Kind: "finalizer", Site: "main.(*conn).finalize main.go:42", Time: now, Since: now.Add(-2 * time.Second), Firing: true})
+	r.dets.push(memstats.Event{Detector: memstats.DetectorQueueLatency, Time: now, Since: now, Firing: true})
+	r.reportDetectors(t.Context())
+	spans := spansNamed(rec, "gcprobe.detector")
+	if len(spans) != 1 || len(spans[0].Events()) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	blocked := attrs(t, spans[0].Events()[0].Attributes)
+	if blocked["gcprobe.detector.site"] != "main.(*conn).finalize main.go:42" || blocked["gcprobe.detector.kind"] != "finalizer" {
+		t.Errorf("finalizer_blocked event %v", blocked)
+	}
+	if other := attrs(t, spans[0].Events()[1].Attributes); len(other) != 5 {
+		t.Errorf("queue_latency event has %d attributes, want 5 (no site): %v", len(other), other)
+	}
+}

@@ -143,6 +143,8 @@
 //	gcprobe.detector.threshold         the configured threshold (double)
 //	gcprobe.detector.since             when the condition began to hold (RFC 3339, UTC)
 //	gcprobe.detector.firing            true when it fires, false when it resolves
+//	gcprobe.detector.kind              finalizer_blocked only: "finalizer" or "cleanup"
+//	gcprobe.detector.site              finalizer_blocked only: the blocking callback's site, "function file:line"
 //
 // Detector events get a short span of their own rather than joining a leak
 // report: leak reports are instants minutes apart, and an event should

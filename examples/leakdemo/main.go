@@ -62,7 +62,7 @@ func run(ctx context.Context, out io.Writer, addr string, every time.Duration) e
 	fmt.Fprintf(out, "find the leaking lines with:\n  go tool pprof -top %s/debug/pprof/finalizers\n\n", base)
 
 	var wg sync.WaitGroup
-	for _, work := range []func(context.Context){sessions, buffers, slowFiles, healthy} {
+	for _, work := range []func(context.Context){sessions, buffers, slowFiles, healthy, queueTrouble} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

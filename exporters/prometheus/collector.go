@@ -99,6 +99,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	var tracked [numKinds]int
 	c.collectSites(ch, sites, &executed, &tracked)
 	c.collectSelf(ch, &tracked)
+	c.collectRunning(ch)
 	if sn != nil {
 		c.collectRuntime(ch, sn, &executed)
 	}

@@ -21,6 +21,8 @@ const (
 type descs struct {
 	// Per site (labels kind, site).
 	outstanding, registered, executed, cleared, suspect, duration *prometheus.Desc
+	// The callback running now at a site (labels kind, site).
+	running *prometheus.Desc
 	// The runtime's queues (label kind).
 	queueLength, queueLatency, queued, runtimeExecuted, unwatched *prometheus.Desc
 	// The collector.
@@ -51,10 +53,13 @@ var descriptors = sync.OnceValue(func() *descs {
 		duration: d("gcprobe_finalizer_duration_seconds",
 			"Run time of the finalizers or cleanups registered at the site.", site),
 
+		running: d("gcprobe_finalizer_running_seconds",
+			"How long the watched finalizer or cleanup running now at the site has been running; absent when none runs there.", site),
+
 		queueLength: d("gcprobe_finalizer_queue_length",
 			"Finalizers or cleanups queued by the runtime and not yet run.", kind),
 		queueLatency: d("gcprobe_finalizer_queue_latency_seconds",
-			"How long after the end of a GC cycle the probe's sentinel queued by it ran, or how late it is so far.", kind),
+			"Delay a finalizer or cleanup queued now would wait: the queue's length over its recent drain rate, or the probe's sentinel when that is later.", kind),
 		queued: d("gcprobe_finalizers_queued_total",
 			"Finalizers or cleanups queued by the runtime since the program started, all of them, watched or not.", kind),
 		runtimeExecuted: d("gcprobe_finalizers_runtime_executed_total",
@@ -85,6 +90,7 @@ var descriptors = sync.OnceValue(func() *descs {
 func (d *descs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		d.outstanding, d.registered, d.executed, d.cleared, d.suspect, d.duration,
+		d.running,
 		d.queueLength, d.queueLatency, d.queued, d.runtimeExecuted, d.unwatched,
 		d.pause, d.forced, d.cpuFraction,
 		d.detector,

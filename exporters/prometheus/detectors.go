@@ -32,6 +32,7 @@ var samplerDetectorNames = [...]string{
 	memstats.DetectorForcedGC,
 	memstats.DetectorMCacheInuse,
 	memstats.DetectorQueueLatency,
+	memstats.DetectorFinalizerBlocked,
 }
 
 // samplerDetectors adapts s for WithDetectors: it yields each of the

@@ -38,8 +38,9 @@
 //	gcprobe_finalizers_cleared_total           counter    kind, site  cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running
 //	gcprobe_finalizers_suspect_objects         gauge      kind, site  outstanding and survived >= the watcher's SuspectCycles GC cycles
 //	gcprobe_finalizer_duration_seconds         histogram  kind, site  run time; buckets finalizerwatch.DurationBounds
+//	gcprobe_finalizer_running_seconds          gauge      kind, site  how long the watched callback running now at the site has run; absent when none
 //	gcprobe_finalizer_queue_length             gauge      kind        queued by the runtime, not yet run (Snapshot.Finalizers/Cleanups.Length)
-//	gcprobe_finalizer_queue_latency_seconds    gauge      kind        GC cycle end to the sampler's sentinel running, or lateness so far
+//	gcprobe_finalizer_queue_latency_seconds    gauge      kind        delay a callback queued now would wait: length over the recent drain rate, or the sentinel (Queue.Latency)
 //	gcprobe_finalizers_queued_total            counter    kind        queued by the runtime since the program started, watched or not
 //	gcprobe_finalizers_runtime_executed_total  counter    kind        run by the runtime since the program started, watched or not
 //	gcprobe_finalizers_unwatched_total         counter    kind        run by the runtime, not registered through the watcher, the probe's own excluded
@@ -51,8 +52,11 @@
 //	gcprobe_stacks_overflow_total              counter    -           registration stacks not kept (stack table full)
 //	gcprobe_sites_tracked                      gauge      kind        sites with a ledger entry, the overflow entry not included
 //
-// The first six come from the watcher's ledger and are always exported, as
-// are the last three. The queue, pause, forced-cycle and CPU series, and
+// The first seven come from the watcher's ledger and are always exported, as
+// are the last three. gcprobe_finalizer_running_seconds has one series per
+// site with a callback running now, whatever the top K: finalizers run one
+// at a time and cleanups on a few goroutines, so they are few, and a
+// blocked one must be named even when its site ranks low. The queue, pause, forced-cycle and CPU series, and
 // the unwatched counters, need WithSnapshotFunc; gcprobe_detector_firing
 // needs WithDetectors; WithSampler sets both. Describe lists every series
 // either way.
