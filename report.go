@@ -74,10 +74,10 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	if len(r.Top) > 0 {
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "top sites\tkind\tregistered\texecuted\toutstanding\tsuspect\tscore\t")
+		fmt.Fprintln(tw, "top sites\tkind\tregistered\texecuted\toutstanding\tsuspect\tclass\t")
 		for _, s := range r.Top {
-			fmt.Fprintf(tw, "%s %s:%d\t%s\t%d\t%d\t%d\t%d\t%.0f\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line,
-				s.Kind, s.Registered, s.Executed, s.Outstanding, s.Suspect, s.Score)
+			fmt.Fprintf(tw, "%s %s:%d\t%s\t%d\t%d\t%d\t%d\t%s\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line,
+				s.Kind, s.Registered, s.Executed, s.Outstanding, s.Suspect, s.Class)
 		}
 		tw.Flush()
 	}

@@ -5,3 +5,7 @@ package finalizerwatch
 const concurrentPerGoroutine = 100_000
 
 const millionDepth = 20
+
+// heavyChurn is the churn per GC cycle beside a slow leak in
+// TestGrowthScenarios: the figure.
+const heavyChurn = 100_000

@@ -5,3 +5,8 @@ package finalizerwatch
 const concurrentPerGoroutine = 10_000
 
 const millionDepth = 16
+
+// heavyChurn is the churn per GC cycle beside a slow leak in
+// TestGrowthScenarios, a tenth of the figure without -race, where it would
+// take minutes.
+const heavyChurn = 10_000

@@ -89,6 +89,7 @@ type ageRing struct {
 	base atomic.Uint32 // oldest cycle that still has its own slot
 	slot [ringSize]atomic.Int64
 	old  atomic.Int64 // outstanding registered before base
+	g    growth       // the growth model's state (growth.go), under mu
 }
 
 func (r *ageRing) add(cyc uint32) {
@@ -142,10 +143,25 @@ func (r *ageRing) foldLocked(cur uint32) {
 	}
 }
 
-// survived fills out with the outstanding count by cycles survived as of
-// cycle cur.
-func (r *ageRing) survived(cur uint32, out *[AgeBuckets]uint64) {
+// read fills out (zeroed by the caller) with the outstanding count by
+// cycles survived as of cycle cur, and returns the suspects (those that
+// survived at least n cycles) and what the growth model makes of them,
+// after observing them if this is the entry's first read in cycle cur.
+func (r *ageRing) read(cur uint32, n int, out *[AgeBuckets]uint64) (suspect uint64, class Class, grown uint64) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.survivedLocked(cur, out)
+	for age := n; age < AgeBuckets; age++ {
+		suspect += out[age]
+	}
+	r.g.observe(cur, suspect)
+	class, grown = r.g.classify(suspect)
+	return suspect, class, grown
+}
+
+// survivedLocked adds to out the outstanding count by cycles survived as
+// of cycle cur.
+func (r *ageRing) survivedLocked(cur uint32, out *[AgeBuckets]uint64) {
 	r.foldLocked(cur)
 	b := r.base.Load()
 	for i := range uint32(ringSize) {
@@ -166,7 +182,6 @@ func (r *ageRing) survived(cur uint32, out *[AgeBuckets]uint64) {
 	if n := r.old.Load(); n > 0 {
 		out[AgeBuckets-1] += uint64(n)
 	}
-	r.mu.Unlock()
 }
 
 // durationBounds are the upper bounds of the run-time histogram buckets.
