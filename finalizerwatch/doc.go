@@ -10,7 +10,7 @@
 //	c := finalizerwatch.AddCleanup(b, release, b.handle) // was runtime.AddCleanup
 //	...
 //	for _, s := range finalizerwatch.Default.Top(5) {
-//		fmt.Println(s.Site, s.Outstanding, s.Suspect)
+//		fmt.Println(s.Site, s.Class, s.Growth, s.Outstanding, s.Suspect)
 //	}
 //
 // The package-level functions count into Default; tests and programs that
@@ -28,8 +28,36 @@
 // each cycle: a cycle counts once the goroutine that runs that kind of
 // callback has caught up with it, so a backed-up queue does not make
 // healthy objects look old. An outstanding registration older than
-// SuspectCycles (default 3) is a leak suspect; Top ranks sites by the leak
-// score documented there.
+// SuspectCycles (default 3) is a leak suspect.
+//
+// # What counts as a leak: the growth model
+//
+// Suspects alone do not make a leak: caches and pools are long-lived too,
+// and usually the biggest sites. What a leak does that they do not is
+// grow. Each read of the ledger (Top, Sites, SiteCounts, Stacks, Totals) in
+// a GC cycle in which an entry was not yet read observes that entry's
+// suspect count; a site is ClassGrowing when its suspects reached a new
+// high in at least GrowthHighs (2) of its last GrowthWindow (4)
+// observations, ClassStable when it has suspects but is not growing (a
+// cache, a pool, a burst that stopped), and ClassChurn when it has none.
+// Top, and every exporter through CompareRank, ranks growing sites first
+// by Growth (the suspects gained over the window), then stable sites by
+// suspects, then churn.
+//
+// Read once per GC cycle, a leak that starts with the watcher is classed
+// growing in cycle SuspectCycles+1 (two new highs: its first registrations
+// become suspects in cycle SuspectCycles) and from then on outranks every
+// stable site, however slowly it leaks; a cache that fills up is growing
+// while it fills and for GrowthWindow-GrowthHighs observations after its
+// last new high, then stable. MoreCyclesNeeded says how many cycles are
+// missing before the classes can be trusted (SuspectCycles+GrowthWindow in
+// all). A reader that reads less often than once per cycle sees the same
+// classes over that many of its reads instead.
+//
+// The model costs nothing on the registration and execution paths. Its
+// state is 48 bytes per ledger entry, updated under the lock the read
+// already takes, at most once per entry and cycle: a comparison and a few
+// stores.
 //
 // The watcher holds no reference to a registered object: for finalizers it
 // keeps the user's finalizer in a table keyed by the object's address (the

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gcprobe/probe/internal/testkit"
 )
@@ -215,6 +216,15 @@ func TestGrowthScenarios(t *testing.T) {
 			for k := 1; k <= cycles; k++ {
 				tt.step(h, k)
 				top := h.cycle(uint64(k))
+				if k == 4 {
+					// A leak since the first cycle is growing by the
+					// fourth: SuspectCycles+1.
+					for _, s := range top {
+						if n := names[s.Site.Line]; (n == "leak" || n == "slow") && s.Class != ClassGrowing {
+							t.Fatalf("cycle 4: %s is %v, want growing\n%s", n, s.Class, describe(top, names))
+						}
+					}
+				}
 				if k < 5 {
 					continue
 				}
@@ -293,6 +303,13 @@ func TestMoreCyclesNeeded(t *testing.T) {
 			t.Fatalf("after %d cycles: MoreCyclesNeeded() = %d, want %d", k, got, want)
 		}
 		h.cycle(uint64(k + 1))
+	}
+}
+
+// The README and the package documentation give the model's memory cost.
+func TestGrowthStateSize(t *testing.T) {
+	if n := unsafe.Sizeof(growth{}); n != 48 {
+		t.Fatalf("growth state is %d bytes; the docs say 48", n)
 	}
 }
 
