@@ -55,7 +55,7 @@
 // classes over that many of its reads instead.
 //
 // The model costs nothing on the registration and execution paths. Its
-// state is 48 bytes per ledger entry, updated under the lock the read
+// state is 32 bytes per ledger entry, updated under the lock the read
 // already takes, at most once per entry and cycle: a comparison and a few
 // stores.
 //

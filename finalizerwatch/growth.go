@@ -63,8 +63,9 @@ type growth struct {
 	last uint32 // GC cycle of the latest observation
 	peak uint64 // the highest suspect count observed
 	// gains[i%GrowthWindow] is by how much observation i raised peak (0:
-	// no new high).
-	gains [GrowthWindow]uint64
+	// no new high), saturating: 32 bits keep the state at 32 bytes per
+	// ledger entry.
+	gains [GrowthWindow]uint32
 }
 
 // observe records the suspect count of the entry in GC cycle cur, unless
@@ -78,9 +79,9 @@ func (g *growth) observe(cur uint32, suspect uint64) {
 		g.n++
 	}
 	g.last = cur
-	var gain uint64
+	var gain uint32
 	if suspect > g.peak {
-		gain = suspect - g.peak
+		gain = uint32(min(suspect-g.peak, math.MaxUint32))
 		g.peak = suspect
 	}
 	g.gains[g.n%GrowthWindow] = gain
@@ -94,7 +95,7 @@ func (g *growth) classify(suspect uint64) (Class, uint64) {
 	for _, x := range g.gains {
 		if x > 0 {
 			highs++
-			sum += x
+			sum += uint64(x)
 		}
 	}
 	switch {

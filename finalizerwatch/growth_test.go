@@ -2,6 +2,7 @@ package finalizerwatch
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -308,8 +309,8 @@ func TestMoreCyclesNeeded(t *testing.T) {
 
 // The README and the package documentation give the model's memory cost.
 func TestGrowthStateSize(t *testing.T) {
-	if n := unsafe.Sizeof(growth{}); n != 48 {
-		t.Fatalf("growth state is %d bytes; the docs say 48", n)
+	if n := unsafe.Sizeof(growth{}); n != 32 {
+		t.Fatalf("growth state is %d bytes; the docs say 32", n)
 	}
 }
 
@@ -321,5 +322,44 @@ func TestClassString(t *testing.T) {
 		if got := tt.give.String(); got != tt.want {
 			t.Errorf("%d.String() = %q, want %q", tt.give, got, tt.want)
 		}
+	}
+}
+
+// The model by itself: observations by cycle, at most one per cycle.
+func TestGrowthModel(t *testing.T) {
+	type obs struct {
+		cycle   uint32
+		suspect uint64
+	}
+	tests := []struct {
+		name       string
+		give       []obs
+		wantClass  Class
+		wantGrowth uint64
+	}{
+		{"nothing", nil, ClassChurn, 0},
+		{"one new high is a burst", []obs{{3, 1000}, {4, 1000}}, ClassStable, 1000},
+		{"two new highs in four", []obs{{3, 1}, {4, 2}}, ClassGrowing, 2},
+		{"a second read in a cycle changes nothing", []obs{{3, 1}, {3, 2}, {3, 5}}, ClassStable, 1},
+		{"a read with an older clock changes nothing", []obs{{5, 1}, {4, 2}}, ClassStable, 1},
+		{"new highs out of the window", []obs{{3, 1}, {4, 2}, {5, 2}, {6, 2}, {7, 2}, {8, 2}}, ClassStable, 0},
+		{"a drop and a recovery is no new high", []obs{{3, 10}, {4, 5}, {5, 10}, {6, 10}}, ClassStable, 10},
+		{"sparse reads", []obs{{3, 1}, {30, 40}}, ClassGrowing, 40},
+		{"gains saturate", []obs{{3, 1}, {4, 1 << 40}}, ClassGrowing, 1 + math.MaxUint32},
+		{"clock wraps", []obs{{math.MaxUint32, 1}, {0, 2}}, ClassGrowing, 2},
+		{"no suspects now", []obs{{3, 1}, {4, 2}, {5, 0}}, ClassChurn, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g growth
+			var last uint64
+			for _, o := range tt.give {
+				g.observe(o.cycle, o.suspect)
+				last = o.suspect
+			}
+			if class, growth := g.classify(last); class != tt.wantClass || growth != tt.wantGrowth {
+				t.Errorf("classify(%d) = %v, %d; want %v, %d", last, class, growth, tt.wantClass, tt.wantGrowth)
+			}
+		})
 	}
 }
