@@ -2,23 +2,25 @@ package finalizerwatch
 
 // The growth model: which sites leak.
 //
-// Each time a site's ledger entry is read in a GC cycle it was not yet read
-// in (an observation), its suspect count is compared with the highest the
+// Once per GC cycle in which a site's ledger entry registers or is read
+// (an observation), its suspect count is compared with the highest the
 // entry has had before; a site is growing when that count reached a new
 // high in at least GrowthHighs of its last GrowthWindow observations,
 // stable when it has suspects but is not growing, and churn when it has
 // none. Growing sites rank first, by how much their suspects rose over
 // those observations (Growth).
 //
-// Nothing of this runs on the registration or execution paths: the state
-// is a few words per ledger entry, updated under the entry's age-ring lock
-// by the read that already takes it, at most once per entry and GC cycle.
+// The state is 32 bytes per ledger entry, updated under the entry's
+// age-ring lock by the paths that already take it: the first registration
+// of each cycle (which folds the ring) and reads. A registration otherwise
+// costs what it did: one atomic load and compare, one atomic add.
 
 import "math"
 
 const (
-	// GrowthWindow is how many of a site's latest observations (reads of
-	// the ledger in distinct GC cycles) the growth model looks at.
+	// GrowthWindow is how many of a site's latest observations (one per GC
+	// cycle in which the site registers or is read) the growth model
+	// looks at.
 	GrowthWindow = 4
 	// GrowthHighs is how many of those observations must find a new high
 	// of the site's suspect count for the site to be classed growing.
@@ -57,34 +59,58 @@ func (c Class) String() string {
 }
 
 // growth is one ledger entry's growth-model state, guarded by its
-// ageRing's mu.
+// ageRing's mu: 32 bytes.
 type growth struct {
-	n    uint32 // observations so far, saturating
 	last uint32 // GC cycle of the latest observation
+	i    uint8  // index in gains of the latest observation
+	any  bool   // observed at least once
+	// sus is the SuspectCycles the observations count suspects by: the
+	// watcher's, learnt at the entry's first read; 0 before that, when
+	// registrations observe by DefaultSuspectCycles.
+	sus  uint8
 	peak uint64 // the highest suspect count observed
-	// gains[i%GrowthWindow] is by how much observation i raised peak (0:
-	// no new high), saturating: 32 bits keep the state at 32 bytes per
-	// ledger entry.
+	// gains[i] is by how much observation i raised peak (0: no new high),
+	// saturating.
 	gains [GrowthWindow]uint32
+}
+
+// suspectCycles is the threshold observations count suspects by.
+func (g *growth) suspectCycles() int {
+	if g.sus == 0 {
+		return DefaultSuspectCycles
+	}
+	return int(g.sus)
+}
+
+// setSuspectCycles sets the watcher's threshold, n, learnt from a read.
+// Observations made by registrations before the first read counted by
+// DefaultSuspectCycles; if n differs, they are dropped.
+func (g *growth) setSuspectCycles(n int) {
+	if int(g.sus) == n {
+		return
+	}
+	if g.suspectCycles() != n {
+		*g = growth{}
+	}
+	g.sus = uint8(n)
 }
 
 // observe records the suspect count of the entry in GC cycle cur, unless
 // the entry was already observed in that cycle (or a later one, for a
-// reader that loaded an older clock).
+// path that loaded an older clock).
 func (g *growth) observe(cur uint32, suspect uint64) {
-	if g.n > 0 && cur-g.last-1 >= 1<<31 { // cur <= last, with wrap-around
+	if g.any && cur-g.last-1 >= 1<<31 { // cur <= last, with wrap-around
 		return
 	}
-	if g.n < math.MaxUint32 {
-		g.n++
-	}
+	g.any = true
 	g.last = cur
+	g.i = (g.i + 1) % GrowthWindow
 	var gain uint32
 	if suspect > g.peak {
 		gain = uint32(min(suspect-g.peak, math.MaxUint32))
 		g.peak = suspect
 	}
-	g.gains[g.n%GrowthWindow] = gain
+	g.gains[g.i] = gain
 }
 
 // classify returns the entry's class given its current suspect count, and

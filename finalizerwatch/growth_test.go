@@ -261,9 +261,8 @@ func describe(top []SiteStats, names map[int]string) string {
 	return b.String()
 }
 
-// A site's class follows its own observations: read every third cycle, a
-// leak still reaches new highs at two reads in four, and a pool filled
-// once does not.
+// Read every third cycle, a leak is growing from the second read on and a
+// pool filled once is stable.
 func TestGrowthWithSparseReads(t *testing.T) {
 	h := newGCHarness(t)
 	leak := testkit.MarkerLine(t, "growth_test.go", "g-leak")
@@ -293,6 +292,56 @@ func TestGrowthWithSparseReads(t *testing.T) {
 		if p.Class != ClassStable || p.Suspect != 500 {
 			t.Fatalf("cycle %d: pool %v with %d suspects, want stable with 500", k, p.Class, p.Suspect)
 		}
+	}
+}
+
+// A site that registers is observed in every cycle it registers in, read
+// or not: a leak read for the first time in cycle 6 is already growing,
+// and a pool filled once is stable. A watcher with another SuspectCycles
+// learns it at the first read, and starts observing then.
+func TestGrowthObservedByRegistrations(t *testing.T) {
+	leak := testkit.MarkerLine(t, "growth_test.go", "g-leak")
+	pool := testkit.MarkerLine(t, "growth_test.go", "g-pool")
+	tests := []struct {
+		name string
+		opts []Option
+		// want is the leak's class at the reads in cycles 6 and 7.
+		want [2]Class
+	}{
+		{"default SuspectCycles", nil, [2]Class{ClassGrowing, ClassGrowing}},
+		{"SuspectCycles 2", []Option{WithSuspectCycles(2)}, [2]Class{ClassStable, ClassGrowing}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newGCHarness(t)
+			if len(tt.opts) > 0 {
+				h.w = newWatcher(t, tt.opts...)
+			}
+			h.keep("pool", 500)
+			for k := uint64(1); k <= 7; k++ {
+				h.keep("leak", 1)
+				runtime.GC()
+				deadline := time.Now().Add(60 * time.Second)
+				for h.w.Cycles(KindFinalizer) < k || h.w.Cycles(KindCleanup) < k {
+					if time.Now().After(deadline) {
+						t.Fatalf("clock stuck at %d", h.w.Cycles(KindFinalizer))
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+				if k < 6 {
+					continue // no read
+				}
+				sites := h.w.Sites()
+				l, _ := siteByLine(sites, leak)
+				p, _ := siteByLine(sites, pool)
+				if want := tt.want[k-6]; l.Class != want {
+					t.Fatalf("cycle %d: leak %v (growth %d, suspects %d), want %v", k, l.Class, l.Growth, l.Suspect, want)
+				}
+				if p.Class != ClassStable {
+					t.Fatalf("cycle %d: pool %v, want stable", k, p.Class)
+				}
+			}
+		})
 	}
 }
 

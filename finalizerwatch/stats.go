@@ -185,28 +185,29 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 // Top returns the n sites most likely to leak, most likely first (all
 // sites if n is 0 or more than there are).
 //
-// The ranking is by the growth model. Every read of the ledger (Top,
-// Sites, SiteCounts, Stacks, Totals) in a GC cycle in which an entry was
-// not yet read observes that entry's suspect count (its outstanding
-// registrations that survived at least SuspectCycles cycles). A site is
-// growing when its suspect count reached a new high in at least
-// GrowthHighs of its last GrowthWindow observations, stable when it has
-// suspects but is not growing, and churn when it has none. Growing sites
-// rank first, by Growth (the suspects they gained over those
-// observations), then stable sites by suspects, then churn by outstanding
-// registrations; see CompareRank.
+// The ranking is by the growth model. An entry is observed once in each GC
+// cycle in which it registers (the cycle's first registration counts its
+// suspects, under the lock it already takes to fold the age ring) or is
+// read (Top, Sites, SiteCounts, Stacks, Totals): its suspect count, the
+// outstanding registrations that survived at least SuspectCycles cycles, is
+// compared with the highest it has had. A site is growing when its suspect
+// count reached a new high in at least GrowthHighs of its last
+// GrowthWindow observations, stable when it has suspects but is not
+// growing, and churn when it has none. Growing sites rank first, by Growth
+// (the suspects they gained over those observations), then stable sites by
+// suspects, then churn by outstanding registrations; see CompareRank.
 //
-// So a leak registered from the first cycle on is classed growing at the
-// observation in cycle SuspectCycles+1 (its second new high) and ranks
-// above every stable site, whatever their size, however slowly it leaks;
-// registrations collected within a few cycles never make suspects, however
-// many there are. A cache or a burst that stops growing is classed stable
-// once fewer than GrowthHighs of the last GrowthWindow observations found
-// a new high (at most GrowthWindow-GrowthHighs observations after its last
-// rise, and SuspectCycles after its last long-lived registration). The
-// model needs an observation in every cycle to see a one-object-per-cycle
-// leak within that many cycles; a reader that reads less often (a scrape
-// every 30 s) still sees a leak grow, over that many of its reads.
+// So a leak registering from the first cycle on is classed growing in
+// cycle SuspectCycles+1 (its second new high) and ranks above every stable
+// site, whatever their size, however slowly it leaks; registrations
+// collected within a few cycles never make suspects, however many there
+// are. A cache or a burst that stops growing is classed stable once fewer
+// than GrowthHighs of the last GrowthWindow observations found a new high:
+// GrowthWindow-GrowthHighs observations after its last rise. A site that no
+// longer registers is observed by reads only, so with reads rarer than GC
+// cycles (a scrape every 30 s) that takes that many reads. A watcher with a
+// SuspectCycles other than the default learns it at an entry's first read,
+// and the entry's observations start there.
 func (w *Watcher) Top(n int) []SiteStats {
 	if n < 0 {
 		panic("finalizerwatch.Top: negative n")
