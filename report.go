@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,8 +23,14 @@ type Report struct {
 	// Finalizers and Cleanups are the ledger summed over all sites.
 	Finalizers, Cleanups finalizerwatch.Totals
 	// Top are the sites most likely to leak, most likely first (at most
-	// WithTopK of them), as finalizerwatch.Watcher.Top ranks them.
+	// WithTopK of them), as finalizerwatch.Watcher.Top ranks them: growing
+	// sites first, then stable (long-lived but flat), then churn; each
+	// SiteStats.Class says which.
 	Top []finalizerwatch.SiteStats
+	// MoreCycles is how many more GC cycles must pass before the ranking
+	// can tell a leak from a cache (finalizerwatch.Watcher.MoreCyclesNeeded);
+	// 0 once enough have.
+	MoreCycles int
 	// Firing are the detectors firing now. A finalizer_blocked event names
 	// the callback that blocks (Event.Kind, Event.Site).
 	Firing []memstats.Event
@@ -44,14 +51,24 @@ func (p *Probe) Report() Report {
 		Finalizers: p.watcher.Totals(finalizerwatch.KindFinalizer),
 		Cleanups:   p.watcher.Totals(finalizerwatch.KindCleanup),
 		Top:        p.watcher.Top(p.cfg.topK),
+		MoreCycles: p.watcher.MoreCyclesNeeded(),
 		Firing:     p.sampler.Active(nil),
 		Running:    p.watcher.Running(),
 		Overflow:   p.watcher.Overflow(),
 	}
 }
 
+// String returns the text table that WriteTo writes, so that
+// fmt.Println(p.Report()) prints it.
+func (r Report) String() string {
+	var b strings.Builder
+	r.WriteTo(&b) // a strings.Builder never fails
+	return b.String()
+}
+
 // WriteTo writes r as a small text table (GC, queues, detectors, top
-// sites) for a terminal or a log, and returns the bytes written.
+// sites with their class) for a terminal or a log, and returns the bytes
+// written.
 func (r Report) WriteTo(w io.Writer) (int64, error) {
 	var b bytes.Buffer
 	g := r.GC
@@ -82,12 +99,19 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 		b.WriteByte('\n')
 	}
 	r.writeRunning(&b)
+	if r.MoreCycles > 0 {
+		fmt.Fprintf(&b, "too early to tell leaks from caches: %d more GC cycle(s) needed\n", r.MoreCycles)
+	}
 	if len(r.Top) > 0 {
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "top sites\tkind\tregistered\texecuted\toutstanding\tsuspect\tscore\t")
+		fmt.Fprintln(tw, "top sites\tkind\tclass\tgrowth\tregistered\texecuted\toutstanding\tsuspect\t")
 		for _, s := range r.Top {
-			fmt.Fprintf(tw, "%s %s:%d\t%s\t%d\t%d\t%d\t%d\t%.0f\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line,
-				s.Kind, s.Registered, s.Executed, s.Outstanding, s.Suspect, s.Score)
+			growth := "-"
+			if s.Class == finalizerwatch.ClassGrowing {
+				growth = fmt.Sprintf("+%d", s.Growth)
+			}
+			fmt.Fprintf(tw, "%s %s:%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line,
+				s.Kind, s.Class, growth, s.Registered, s.Executed, s.Outstanding, s.Suspect)
 		}
 		tw.Flush()
 	}

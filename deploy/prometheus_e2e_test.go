@@ -240,6 +240,7 @@ func fakeProbeMetrics(t *testing.T) http.Handler {
 		executed    = counter("gcprobe_finalizers_executed_total", site)
 		cleared     = counter("gcprobe_finalizers_cleared_total", site)
 		suspects    = gauge("gcprobe_finalizers_suspect_objects", site)
+		growing     = gauge("gcprobe_finalizers_growing", site)
 		duration    = histogram("gcprobe_finalizer_duration_seconds", site)
 		queueLen    = gauge("gcprobe_finalizer_queue_length", kind)
 		latency     = gauge("gcprobe_finalizer_queue_latency_seconds", kind)
@@ -254,7 +255,7 @@ func fakeProbeMetrics(t *testing.T) http.Handler {
 		termN  = gauge("gcprobe_k8s_terminating_objects", k8s)
 		termAt = gauge("gcprobe_k8s_terminating_oldest_seconds", k8s)
 	)
-	reg.MustRegister(outstanding, registered, executed, cleared, suspects, duration,
+	reg.MustRegister(outstanding, registered, executed, cleared, suspects, growing, duration,
 		queueLen, latency, queued, runtimeExec, unwatched, pause, forced, cpu, firing, termN, termAt)
 
 	sites := [][]string{
@@ -269,6 +270,7 @@ func fakeProbeMetrics(t *testing.T) http.Handler {
 			n := float64(i + 1)
 			outstanding.WithLabelValues(s...).Set(100 * n)
 			suspects.WithLabelValues(s...).Set(10*n + scrapes)
+			growing.WithLabelValues(s...).Set(float64(i % 2))
 			registered.WithLabelValues(s...).Add(5 * n)
 			executed.WithLabelValues(s...).Add(3 * n)
 			cleared.WithLabelValues(s...).Add(n)

@@ -19,13 +19,16 @@
 //
 // A failure names each leaking call site as "function file:line" with its
 // registered and outstanding counts, how many GC cycles its registrations
-// survived, and the stack of its registration:
+// survived, whether its leak is still growing while Find forces cycles
+// (finalizerwatch's growth model; growing sites are listed first) or is
+// stable, and the stack of its registration:
 //
 //	finalizertest: 10 leaked registration(s) at 1 call site(s), still outstanding after 3 forced GC cycles:
 //
 //	finalizer example.com/pool.(*Pool).grow /src/pool/pool.go:42
 //		registered 12, outstanding 10, leaked 10
 //		survived: 10 for 3 cycles
+//		stable: long-lived, not growing
 //		registration stack:
 //			example.com/pool.(*Pool).grow
 //				/src/pool/pool.go:42

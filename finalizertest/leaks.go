@@ -179,8 +179,13 @@ func (c *config) leakError(cands []Leak, aged bool) error {
 	return &LeakError{Leaks: leaks, Cycles: c.cycles, clockStopped: !aged}
 }
 
+// sortLeaks orders leaks as finalizerwatch ranks sites, growing first,
+// then by how many registrations each leaked.
 func sortLeaks(leaks []Leak) {
 	slices.SortFunc(leaks, func(a, b Leak) int {
+		if c := cmp.Compare(b.Class, a.Class); c != 0 {
+			return c
+		}
 		if c := cmp.Compare(b.Leaked, a.Leaked); c != 0 {
 			return c
 		}
@@ -207,7 +212,9 @@ type Leak struct {
 
 // LeakError is the error Find returns when it finds leaks.
 type LeakError struct {
-	// Leaks has one entry per leaking site, the most leaked first.
+	// Leaks has one entry per leaking site: those whose leak is still
+	// growing (finalizerwatch.ClassGrowing) first, then the most leaked
+	// first.
 	Leaks []Leak
 	// Cycles is the number of GC cycles a registration had to survive to
 	// count as leaked (WithCycles).
@@ -256,6 +263,12 @@ func writeLeak(b *strings.Builder, l *Leak, what string) {
 		}
 		fmt.Fprintf(b, "%s%d for %d%s cycles", sep, n, age, plus)
 		sep = ", "
+	}
+	switch l.Class {
+	case finalizerwatch.ClassGrowing:
+		fmt.Fprintf(b, "\n\tgrowing: +%d suspects over the last %d GC cycles observed", l.Growth, finalizerwatch.GrowthWindow)
+	case finalizerwatch.ClassStable:
+		b.WriteString("\n\tstable: long-lived, not growing")
 	}
 	b.WriteString("\n\tregistration stack:")
 	for _, f := range l.Stack {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
 
 	"github.com/gcprobe/probe/internal/testkit"
 )
@@ -93,7 +94,7 @@ func TestVerifyNoneNamesPlantedLeaks(t *testing.T) {
 		"cleanup github.com/gcprobe/probe/finalizertest.plantSelfLeaks ",
 		fmt.Sprintf("leaks_test.go:%d\n\tregistered 4, outstanding 4, leaked 4\n", cleanLine),
 		"\n\tsurvived: 10 for ",
-		"registration stack:",
+		"\n\tstable: long-lived, not growing\n\tregistration stack:",
 		"finalizertest.TestVerifyNoneNamesPlantedLeaks\n",
 	} {
 		if !strings.Contains(msg, want) {
@@ -335,4 +336,33 @@ func TestClosedWatcherStillReports(t *testing.T) {
 		t.Errorf("report does not say why ages are missing:\n%v", le)
 	}
 	runtime.KeepAlive(kept)
+}
+
+// A site whose leak still grows is listed first, with its growth, however
+// few registrations it leaked.
+func TestLeakErrorListsGrowingFirst(t *testing.T) {
+	site := func(fn string, class finalizerwatch.Class, growth, leaked uint64) Leak {
+		return Leak{SiteStats: finalizerwatch.SiteStats{
+			Kind: finalizerwatch.KindFinalizer, Class: class, Growth: growth,
+			Site:       stackcapture.Frame{Function: fn, File: "/src/app/a.go", Line: 7},
+			Registered: leaked, Outstanding: leaked, Suspect: leaked,
+		}, Leaked: leaked}
+	}
+	leaks := []Leak{site("app.cache", finalizerwatch.ClassStable, 0, 900), site("app.leak", finalizerwatch.ClassGrowing, 12, 30)}
+	sortLeaks(leaks)
+	if leaks[0].Site.Function != "app.leak" {
+		t.Fatalf("sorted %v first, want the growing app.leak", leaks[0].Site)
+	}
+	msg := (&LeakError{Leaks: leaks, Cycles: 3}).Error()
+	for _, want := range []string{
+		"finalizer app.leak /src/app/a.go:7\n\tregistered 30, outstanding 30, leaked 30\n\tsurvived:\n\tgrowing: +12 suspects over the last 4 GC cycles observed\n",
+		"finalizer app.cache /src/app/a.go:7\n\tregistered 900, outstanding 900, leaked 900\n\tsurvived:\n\tstable: long-lived, not growing\n",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if strings.Index(msg, "app.leak") > strings.Index(msg, "app.cache") {
+		t.Errorf("the growing site is not listed first:\n%s", msg)
+	}
 }

@@ -147,16 +147,19 @@ func TestCleanupOnGlobalIsNotCounted(t *testing.T) {
 }
 
 func TestCompareRank(t *testing.T) {
-	site := func(score float64, suspect uint64, fn string, line int) SiteStats {
-		return SiteStats{Score: score, Suspect: suspect, Site: stackcapture.Frame{Function: fn, File: "/x.go", Line: line}}
+	site := func(class Class, growth, suspect uint64, fn string, line int) SiteStats {
+		return SiteStats{Class: class, Growth: growth, Suspect: suspect, Site: stackcapture.Frame{Function: fn, File: "/x.go", Line: line}}
 	}
 	ordered := []SiteStats{
-		site(9, 1, "a.f", 1),
-		site(3, 5, "a.f", 1),
-		site(3, 4, "a.f", 1),
-		site(0, 0, "a.f", 9),
-		site(0, 0, "a.f", 10), // lines compare as numbers
-		site(0, 0, "b.g", 1),
+		site(ClassGrowing, 9, 1, "a.f", 1),
+		site(ClassGrowing, 3, 5, "a.f", 1),
+		site(ClassGrowing, 3, 4, "a.f", 1),
+		site(ClassStable, 1000, 8000, "a.f", 1), // growth ranks growing sites only
+		site(ClassStable, 0, 9, "a.f", 1),
+		site(ClassStable, 9, 5, "a.f", 1),
+		site(ClassChurn, 0, 0, "a.f", 9),
+		site(ClassChurn, 0, 0, "a.f", 10), // lines compare as numbers
+		site(ClassChurn, 0, 0, "b.g", 1),
 	}
 	for i := range ordered {
 		for j := range ordered {

@@ -82,8 +82,8 @@ func TestTopNamesPlantedLeaks(t *testing.T) {
 		if s.Registered != want.registered || s.Outstanding != want.registered || s.Suspect != want.registered {
 			t.Errorf("%v: registered %d outstanding %d suspect %d, want %d of each", s.Site, s.Registered, s.Outstanding, s.Suspect, want.registered)
 		}
-		if s.Executed != 0 || s.Kind != KindFinalizer || s.Score <= 0 {
-			t.Errorf("%v: executed %d kind %v score %v", s.Site, s.Executed, s.Kind, s.Score)
+		if s.Executed != 0 || s.Kind != KindFinalizer || s.Class == ClassChurn {
+			t.Errorf("%v: executed %d kind %v class %v", s.Site, s.Executed, s.Kind, s.Class)
 		}
 	}
 	if !strings.Contains(top[0].Site.Function, "plantSelfLeak") || !strings.Contains(top[1].Site.Function, "plantMapLeak") {
@@ -94,8 +94,8 @@ func TestTopNamesPlantedLeaks(t *testing.T) {
 		if !ok {
 			t.Fatalf("no site for line %d", line)
 		}
-		if s.Registered != 2000 || s.Executed != 2000 || s.Outstanding != 0 || s.Suspect != 0 || s.Score != 0 {
-			t.Errorf("healthy %v: registered %d executed %d outstanding %d suspect %d score %v", s.Site, s.Registered, s.Executed, s.Outstanding, s.Suspect, s.Score)
+		if s.Registered != 2000 || s.Executed != 2000 || s.Outstanding != 0 || s.Suspect != 0 || s.Class != ClassChurn {
+			t.Errorf("healthy %v: registered %d executed %d outstanding %d suspect %d class %v", s.Site, s.Registered, s.Executed, s.Outstanding, s.Suspect, s.Class)
 		}
 		if s.Duration.Count != 2000 {
 			t.Errorf("healthy %v: %d run times observed, want 2000", s.Site, s.Duration.Count)
@@ -135,12 +135,11 @@ func TestSuspectsAgeWithCycles(t *testing.T) {
 				t.Fatalf("%d cycles passed, want at least %d (and fewer than %d)", age, min, AgeBuckets-1)
 			}
 			var wantSuspect uint64
-			var wantScore float64
 			if age >= 2 {
-				wantSuspect, wantScore = 3, 3*float64(age-2+1)
+				wantSuspect = 3
 			}
-			if s.Survived[age] != 3 || s.Suspect != wantSuspect || s.Outstanding != 3 || s.Score != wantScore {
-				t.Fatalf("after %d cycles: survived %v suspect %d outstanding %d score %v", age, s.Survived, s.Suspect, s.Outstanding, s.Score)
+			if s.Survived[age] != 3 || s.Suspect != wantSuspect || s.Outstanding != 3 {
+				t.Fatalf("after %d cycles: survived %v suspect %d outstanding %d", age, s.Survived, s.Suspect, s.Outstanding)
 			}
 			return age
 		}
@@ -156,8 +155,9 @@ func TestSuspectsAgeWithCycles(t *testing.T) {
 	if s.Survived[AgeBuckets-1] != 3 || s.Suspect != 3 || s.Outstanding != 3 {
 		t.Fatalf("after %d cycles: survived %v suspect %d", AgeBuckets+2, s.Survived, s.Suspect)
 	}
-	if want := 3 * float64(AgeBuckets-1-2+1); s.Score != want {
-		t.Fatalf("score %v, want %v", s.Score, want)
+	// Three suspects, made once: a burst, not a leak.
+	if s.Class != ClassStable {
+		t.Fatalf("class %v, want stable", s.Class)
 	}
 }
 

@@ -7,3 +7,8 @@ const concurrentPerGoroutine = 10_000
 const millionDepth = 16
 
 const randomOps = 100_000
+
+// heavyChurn is the churn per GC cycle beside a slow leak in
+// TestGrowthScenarios, a tenth of the figure without -race, where it would
+// take minutes.
+const heavyChurn = 10_000

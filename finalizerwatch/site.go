@@ -99,19 +99,46 @@ const AgeBuckets = ringSize + 1
 // were made in, for the last ringSize cycles, plus one pool for all older
 // ones. Adding and removing are single atomic adds; moving a slot that falls
 // out of the window into the pool ("folding") happens under mu, at most once
-// per site per cycle, on whichever path first notices the cycle moved.
+// per site per cycle, on whichever path first notices the cycle moved. The
+// first registration in a cycle also observes the entry for the growth
+// model, under the same lock.
 type ageRing struct {
 	mu   sync.Mutex
 	base atomic.Uint32 // oldest cycle that still has its own slot
+	seen atomic.Uint32 // latest cycle a registration folded and observed the ring in
 	slot [ringSize]atomic.Int64
 	old  atomic.Int64 // outstanding registered before base
+	g    growth       // the growth model's state (growth.go), under mu
 }
 
 func (r *ageRing) add(cyc uint32) {
-	if cyc-r.base.Load() >= ringSize {
-		r.fold(cyc)
+	if cyc != r.seen.Load() {
+		r.newCycle(cyc)
 	}
 	r.slot[cyc%ringSize].Add(1)
+}
+
+// newCycle runs on an entry's first registration in GC cycle cyc (once
+// per entry and cycle, or again for a registration that loaded an older
+// clock): it folds the ring, so that cyc's slot is free, and observes the
+// entry's suspects for the growth model.
+func (r *ageRing) newCycle(cyc uint32) {
+	r.mu.Lock()
+	var out [AgeBuckets]uint64
+	r.survivedLocked(cyc, &out) // folds
+	r.g.observe(cyc, suspects(&out, r.g.suspectCycles()))
+	if cyc-r.seen.Load()-1 < 1<<31 { // only forward
+		r.seen.Store(cyc)
+	}
+	r.mu.Unlock()
+}
+
+// suspects sums the registrations that survived at least n cycles.
+func suspects(survived *[AgeBuckets]uint64, n int) (sum uint64) {
+	for age := n; age < AgeBuckets; age++ {
+		sum += survived[age]
+	}
+	return sum
 }
 
 // remove uncounts a registration made in cycle cyc, now that the current
@@ -133,13 +160,6 @@ func (r *ageRing) remove(cyc, cur uint32) {
 	r.slot[cyc%ringSize].Add(-1)
 }
 
-// fold moves every slot older than cur-ringSize+1 into the pool.
-func (r *ageRing) fold(cur uint32) {
-	r.mu.Lock()
-	r.foldLocked(cur)
-	r.mu.Unlock()
-}
-
 func (r *ageRing) foldLocked(cur uint32) {
 	b := r.base.Load()
 	if cur-b > 1<<31 { // cur is behind base: nothing to fold
@@ -158,10 +178,24 @@ func (r *ageRing) foldLocked(cur uint32) {
 	}
 }
 
-// survived fills out with the outstanding count by cycles survived as of
-// cycle cur.
-func (r *ageRing) survived(cur uint32, out *[AgeBuckets]uint64) {
+// read fills out (zeroed by the caller) with the outstanding count by
+// cycles survived as of cycle cur, and returns the suspects (those that
+// survived at least n cycles) and what the growth model makes of them,
+// after observing them if this is the entry's first read in cycle cur.
+func (r *ageRing) read(cur uint32, n int, out *[AgeBuckets]uint64) (suspect uint64, class Class, grown uint64) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.g.setSuspectCycles(n)
+	r.survivedLocked(cur, out)
+	suspect = suspects(out, n)
+	r.g.observe(cur, suspect)
+	class, grown = r.g.classify(suspect)
+	return suspect, class, grown
+}
+
+// survivedLocked adds to out the outstanding count by cycles survived as
+// of cycle cur.
+func (r *ageRing) survivedLocked(cur uint32, out *[AgeBuckets]uint64) {
 	r.foldLocked(cur)
 	b := r.base.Load()
 	for i := range uint32(ringSize) {
@@ -182,7 +216,6 @@ func (r *ageRing) survived(cur uint32, out *[AgeBuckets]uint64) {
 	if n := r.old.Load(); n > 0 {
 		out[AgeBuckets-1] += uint64(n)
 	}
-	r.mu.Unlock()
 }
 
 // durationBounds are the upper bounds of the run-time histogram buckets.

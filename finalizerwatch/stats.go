@@ -45,8 +45,14 @@ type SiteStats struct {
 	Suspect uint64
 	// Duration is the run time of the finalizers or cleanups.
 	Duration Histogram
-	// Score is the leak score Top ranks by; see Top.
-	Score float64
+	// Class is what the growth model makes of the site: growing (a leak,
+	// or a cache still filling), stable (long-lived but flat: a cache or a
+	// pool) or churn (no suspects). See Top.
+	Class Class
+	// Growth is how many suspects the site gained, in new highs of its
+	// suspect count, over its last GrowthWindow observations: what Top
+	// ranks growing sites by.
+	Growth uint64
 }
 
 // Overflow says how much the watcher's bounded tables refused.
@@ -148,7 +154,10 @@ func (a *SiteStats) merge(b *SiteStats) {
 	}
 	a.Duration.Count += b.Duration.Count
 	a.Duration.Sum += b.Duration.Sum
-	a.Score += b.Score
+	// Each entry has a model of its own (with full stacks, one per stack
+	// into the site): the site grows if any of its entries does.
+	a.Class = max(a.Class, b.Class)
+	a.Growth += b.Growth
 }
 
 // stats reads one entry. Executed and cleared are loaded before registered,
@@ -178,33 +187,36 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 	default:
 		st.Stack = []stackcapture.Frame{st.Site}
 	}
-	s.ages.survived(w.cycles[s.kind].Load(), &st.Survived)
-	st.Suspect, st.Score = suspectScore(&st.Survived, w.cfg.suspectCycles)
+	st.Suspect, st.Class, st.Growth = s.ages.read(w.cycles[s.kind].Load(), w.cfg.suspectCycles, &st.Survived)
 	return st
-}
-
-// suspectScore sums the registrations that survived at least n cycles, and
-// scores each by how many cycles past n it has survived.
-func suspectScore(survived *[AgeBuckets]uint64, n int) (suspect uint64, score float64) {
-	for age := n; age < AgeBuckets; age++ {
-		suspect += survived[age]
-		score += float64(survived[age]) * float64(age-n+1)
-	}
-	return suspect, score
 }
 
 // Top returns the n sites most likely to leak, most likely first (all
 // sites if n is 0 or more than there are).
 //
-// The leak score of a site is the sum, over its outstanding registrations
-// that have survived at least SuspectCycles GC cycles, of the cycles each
-// has survived past that threshold plus one (ages of AgeBuckets-1 cycles or
-// more count as AgeBuckets-1). A registration that is collected within a
-// cycle or two never scores, however many are made, so high but healthy
-// churn ranks below a handful of objects that stay; a site that keeps
-// leaking scores more with every cycle, both because its old registrations
-// age and because new ones join them. Ties are broken as CompareRank
-// says.
+// The ranking is by the growth model. An entry is observed once in each GC
+// cycle in which it registers (the cycle's first registration counts its
+// suspects, under the lock it already takes to fold the age ring) or is
+// read (Top, Sites, SiteCounts, Stacks, Totals): its suspect count, the
+// outstanding registrations that survived at least SuspectCycles cycles, is
+// compared with the highest it has had. A site is growing when its suspect
+// count reached a new high in at least GrowthHighs of its last
+// GrowthWindow observations, stable when it has suspects but is not
+// growing, and churn when it has none. Growing sites rank first, by Growth
+// (the suspects they gained over those observations), then stable sites by
+// suspects, then churn by outstanding registrations; see CompareRank.
+//
+// So a leak registering from the first cycle on is classed growing in
+// cycle SuspectCycles+1 (its second new high) and ranks above every stable
+// site, whatever their size, however slowly it leaks; registrations
+// collected within a few cycles never make suspects, however many there
+// are. A cache or a burst that stops growing is classed stable once fewer
+// than GrowthHighs of the last GrowthWindow observations found a new high:
+// GrowthWindow-GrowthHighs observations after its last rise. A site that no
+// longer registers is observed by reads only, so with reads rarer than GC
+// cycles (a scrape every 30 s) that takes that many reads. A watcher with a
+// SuspectCycles other than the default learns it at an entry's first read,
+// and the entry's observations start there.
 func (w *Watcher) Top(n int) []SiteStats {
 	if n < 0 {
 		panic("finalizerwatch.Top: negative n")
@@ -219,13 +231,20 @@ func (w *Watcher) Top(n int) []SiteStats {
 }
 
 // CompareRank is Top's order: negative when a ranks before b (is more
-// likely to leak). By score, then suspects, outstanding and registrations,
-// all descending; then kind, function, file and line, ascending, so that
-// the order is total and the same on every call. It allocates nothing, for
-// callers that select a top K themselves without sorting everything.
+// likely to leak). Growing sites first, then stable, then churn; among
+// growing sites, by Growth; then by suspects, outstanding and
+// registrations, all descending; then kind, function, file and line,
+// ascending, so that the order is total and the same on every call. It
+// allocates nothing, for callers that select a top K themselves without
+// sorting everything.
 func CompareRank(a, b *SiteStats) int {
-	if c := cmp.Compare(b.Score, a.Score); c != 0 {
+	if c := cmp.Compare(b.Class, a.Class); c != 0 {
 		return c
+	}
+	if a.Class == ClassGrowing {
+		if c := cmp.Compare(b.Growth, a.Growth); c != 0 {
+			return c
+		}
 	}
 	if c := cmp.Compare(b.Suspect, a.Suspect); c != 0 {
 		return c

@@ -66,6 +66,8 @@
 //	gcprobe.top_k                      the configured top K
 //	gcprobe.suspect_cycles             the watcher's suspect threshold in GC cycles
 //	gcprobe.sites_reported             number of gcprobe.site events
+//	gcprobe.more_cycles_needed         GC cycles still to pass before the growth model can tell
+//	                                   a leak from a cache (0: enough have passed)
 //	gcprobe.finalizers.sites           sites with finalizers; likewise gcprobe.cleanups.*
 //	gcprobe.finalizers.registered      registrations, summed over every site
 //	gcprobe.finalizers.executed        finalizers that ran
@@ -98,7 +100,11 @@
 //	gcprobe.cleared                    cleared or stopped before running
 //	gcprobe.max_cycles_survived        GC cycles the oldest outstanding registration survived
 //	                                   (finalizerwatch.AgeBuckets-1 means at least that many)
-//	gcprobe.score                      the leak score (double) Top ranks by
+//	gcprobe.class                      "growing" (a leak, or a cache still filling), "stable"
+//	                                   (long-lived but flat: a cache or pool) or "churn"; see
+//	                                   finalizerwatch.Watcher.Top
+//	gcprobe.growth                     suspects gained over the growth model's window, what
+//	                                   growing sites rank by
 //
 // The code.* names are the OpenTelemetry semantic conventions' (1.30 and
 // later).

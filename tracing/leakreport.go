@@ -47,7 +47,8 @@ const (
 	keyExecuted    = attribute.Key("gcprobe.executed")
 	keyCleared     = attribute.Key("gcprobe.cleared")
 	keyMaxSurvived = attribute.Key("gcprobe.max_cycles_survived")
-	keyScore       = attribute.Key("gcprobe.score")
+	keyClass       = attribute.Key("gcprobe.class")
+	keyGrowth      = attribute.Key("gcprobe.growth")
 )
 
 // Leak report span attributes. The per-kind totals are
@@ -56,6 +57,7 @@ const (
 	keyTopK          = attribute.Key("gcprobe.top_k")
 	keySuspectCycles = attribute.Key("gcprobe.suspect_cycles")
 	keySitesReported = attribute.Key("gcprobe.sites_reported")
+	keyMoreCycles    = attribute.Key("gcprobe.more_cycles_needed")
 	keyGCCycles      = attribute.Key("gcprobe.gc.cycles")
 	keyHeapLive      = attribute.Key("gcprobe.heap.live_bytes")
 	keyFinQueue      = attribute.Key("gcprobe.finalizers.queue_length")
@@ -87,6 +89,7 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 	attrs = append(attrs,
 		keyTopK.Int(r.cfg.topK),
 		keySuspectCycles.Int(w.SuspectCycles()),
+		keyMoreCycles.Int(w.MoreCyclesNeeded()),
 	)
 	for _, k := range finalizerwatch.Kinds {
 		t := w.Totals(k)
@@ -145,7 +148,8 @@ func siteAttributes(s *finalizerwatch.SiteStats) []attribute.KeyValue {
 		keyExecuted.Int64(clampInt64(s.Executed)),
 		keyCleared.Int64(clampInt64(s.Cleared)),
 		keyMaxSurvived.Int(MaxCyclesSurvived(&s.Survived)),
-		keyScore.Float64(s.Score),
+		keyClass.String(s.Class.String()),
+		keyGrowth.Int64(clampInt64(s.Growth)),
 	}
 }
 

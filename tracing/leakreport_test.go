@@ -75,8 +75,10 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 	// the ledger the test expects and the report were read in one cycle.
 	var top []finalizerwatch.SiteStats
 	var cycles [2]uint64
+	var more int
 	for {
 		cycles = [2]uint64{w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)}
+		more = w.MoreCyclesNeeded()
 		top = w.Top(DefaultTopK)
 		r.ReportNow(context.Background())
 		if cycles == [2]uint64{w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)} {
@@ -90,6 +92,7 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 		"gcprobe.top_k":                  int64(10),
 		"gcprobe.suspect_cycles":         int64(3),
 		"gcprobe.sites_reported":         int64(2),
+		"gcprobe.more_cycles_needed":     int64(more),
 		"gcprobe.finalizers.sites":       int64(2),
 		"gcprobe.finalizers.registered":  int64(105),
 		"gcprobe.finalizers.executed":    int64(100),
@@ -125,7 +128,8 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 			"gcprobe.executed":            int64(s.Executed),
 			"gcprobe.cleared":             int64(s.Cleared),
 			"gcprobe.max_cycles_survived": int64(MaxCyclesSurvived(&s.Survived)),
-			"gcprobe.score":               s.Score,
+			"gcprobe.class":               s.Class.String(),
+			"gcprobe.growth":              int64(s.Growth),
 		})
 	}
 	events := span.Events()
@@ -170,8 +174,10 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 		if s, _ := a["gcprobe.max_cycles_survived"].(int64); s < 3 {
 			t.Errorf("%s event: max_cycles_survived %d, want >= 3 (the suspect threshold)", c.kind, s)
 		}
-		if s, _ := a["gcprobe.score"].(float64); s <= 0 {
-			t.Errorf("%s event: score %v, want > 0", c.kind, s)
+		// Planted once: a burst that stopped, classed stable (growing
+		// if a GC cycle happened to split the planting in two).
+		if cl := a["gcprobe.class"]; cl != "stable" && cl != "growing" {
+			t.Errorf("%s event: class %v, want stable", c.kind, cl)
 		}
 		frame := c.fn + "\n\t" + file + ":" + strconv.Itoa(c.line) + "\n"
 		if st, _ := a["code.stacktrace"].(string); !strings.Contains(st, frame) {

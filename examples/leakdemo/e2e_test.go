@@ -26,12 +26,12 @@ import (
 
 // startDemo runs the demo in-process on a free loopback port and returns
 // its base URL; the demo stops when the test ends.
-func startDemo(t *testing.T) (base string, out *testkit.SyncBuffer) {
+func startDemo(t *testing.T, topK int) (base string, out *testkit.SyncBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &testkit.SyncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, out, "127.0.0.1:0", time.Second) }()
+	go func() { done <- run(ctx, out, "127.0.0.1:0", time.Second, topK) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -92,67 +92,177 @@ func tool(t *testing.T, env, name string) string {
 	return ""
 }
 
-// The demo's table, /metrics and profile all name the planted leaks.
+// tableRow is one row of the printed table's top sites.
+type tableRow struct {
+	site, kind, class string
+}
+
+// lastTable returns the rows of the last complete top-sites table in out.
+func lastTable(out string) []tableRow {
+	i := strings.LastIndex(out, "\ntop sites ")
+	if i < 0 {
+		return nil
+	}
+	var rows []tableRow
+	lines := strings.Split(out[i+1:], "\n")
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 4 || strings.HasSuffix(f[0], ":") { // a blank line, "overflow:", ...
+			break
+		}
+		rows = append(rows, tableRow{site: f[0] + " " + f[1], kind: f[2], class: f[3]})
+	}
+	return rows
+}
+
+// The demo's table, /metrics and the profile's default view all put the
+// two planted leaks first, classed growing, and show the cache of 3000
+// long-lived objects as stable, below them.
 func TestDemoFindsPlantedLeaks(t *testing.T) {
-	base, out := startDemo(t)
+	base, out := startDemo(t, 10)
 	finLine := markerLine(t, "leak: finalizer")
 	cleanLine := markerLine(t, "leak: cleanup")
-	want := []string{fmt.Sprintf("main.go:%d", finLine), fmt.Sprintf("main.go:%d", cleanLine)}
-	deadline := time.Now().Add(60 * time.Second)
+	cacheLine := markerLine(t, "stable: cache")
+	leaks := []string{fmt.Sprintf("main.go:%d", finLine), fmt.Sprintf("main.go:%d", cleanLine)}
+	cache := fmt.Sprintf("main.go:%d", cacheLine)
+
+	// The table is printed every second: poll for one whose first two
+	// rows are the leaks, growing, with the cache among the rest, stable.
+	tableOK := func(rows []tableRow) bool {
+		if len(rows) < 3 {
+			return false
+		}
+		for _, r := range rows[:2] {
+			if r.class != "growing" || !(strings.HasSuffix(r.site, " "+leaks[0]) || strings.HasSuffix(r.site, " "+leaks[1])) {
+				return false
+			}
+		}
+		for _, r := range rows[2:] {
+			if strings.HasSuffix(r.site, " "+cache) {
+				return r.class == "stable" && r.kind == "finalizer"
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for !tableOK(lastTable(out.String())) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90s the table does not lead with the growing leaks %v and show the cache %s as stable:\n%s", leaks, cache, out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	table := out.String()
+	if !strings.Contains(table, "go tool pprof -top -lines "+base+"/debug/pprof/finalizers") {
+		t.Errorf("the demo does not print the pprof command")
+	}
+	if i := strings.LastIndex(table, "\ntop sites "); strings.Contains(table[i:], "too early") {
+		t.Errorf("the last table still says it is too early to judge:\n%s", table[i:])
+	}
+
+	// /metrics: both leaks growing, the cache stable with all its suspects.
+	deadline = time.Now().Add(60 * time.Second)
 	for {
 		metrics := string(get(t, base+"/metrics"))
 		ok := true
-		for _, w := range want {
-			if !regexp.MustCompile(`gcprobe_finalizers_suspect_objects\{[^}]*site="[^"]*` + regexp.QuoteMeta(w) + `"[^}]*\} [1-9]`).MatchString(metrics) {
+		for _, w := range leaks {
+			if !regexp.MustCompile(`gcprobe_finalizers_growing\{[^}]*site="[^"]*` + regexp.QuoteMeta(w) + `"[^}]*\} 1\n`).MatchString(metrics) {
 				ok = false
 			}
+		}
+		if !regexp.MustCompile(`gcprobe_finalizers_growing\{kind="finalizer",site="[^"]*`+regexp.QuoteMeta(cache)+`"\} 0\n`).MatchString(metrics) ||
+			!regexp.MustCompile(`gcprobe_finalizers_suspect_objects\{kind="finalizer",site="[^"]*`+regexp.QuoteMeta(cache)+`"\} 3000\n`).MatchString(metrics) {
+			ok = false
 		}
 		if ok {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no suspects at %v after 60s; /metrics:\n%s", want, grepLines(metrics, "suspect"))
+			t.Fatalf("after 60s /metrics does not show %v growing and %s stable with 3000 suspects:\n%s", leaks, cache,
+				grepLines(metrics, "gcprobe_finalizers_growing")+grepLines(metrics, "suspect_objects"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// The table is printed every second: poll for one that names both.
-	deadline = time.Now().Add(30 * time.Second)
+
+	// The profile is valid, and its default view (go tool pprof -top
+	// -lines, as the demo prints it) lists the two leaking lines first and
+	// not the cache. (In a test binary the demo's functions are named by
+	// import path, not main.)
+	deadline = time.Now().Add(60 * time.Second)
 	for {
-		table := out.String()
-		if strings.Contains(table, want[0]) && strings.Contains(table, want[1]) {
+		raw := get(t, base+"/debug/pprof/finalizers")
+		p, err := profile.ParseData(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CheckValid(); err != nil {
+			t.Fatal(err)
+		}
+		if p.DefaultSampleType != "growth" {
+			t.Fatalf("default sample type %q, want growth", p.DefaultSampleType)
+		}
+		file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
+		if err := os.WriteFile(file, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		top, err := exec.Command("go", "tool", "pprof", "-top", "-lines", file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof -top -lines: %v\n%s", err, top)
+		}
+		rows := pprofRows(string(top))
+		if len(rows) >= 2 && !strings.Contains(string(top), cache) &&
+			(strings.Contains(rows[0], leaks[0]) && strings.Contains(rows[1], leaks[1]) ||
+				strings.Contains(rows[0], leaks[1]) && strings.Contains(rows[1], leaks[0])) {
+			if !strings.Contains(string(top), "sessions.func1") || !strings.Contains(string(top), "buffers.func1") {
+				t.Errorf("go tool pprof -top -lines does not name the leaking functions:\n%s", top)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the printed table does not name %v after 30s:\n%s", want, table)
+			t.Fatalf("after 60s go tool pprof -top -lines does not list %v first, without %s:\n%s", leaks, cache, top)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 	}
-	table := out.String()
-	if !strings.Contains(table, "go tool pprof -top "+base+"/debug/pprof/finalizers") {
-		t.Errorf("the demo does not print the pprof command")
-	}
+}
 
-	// The profile is valid, and go tool pprof names the leaking function.
-	raw := get(t, base+"/debug/pprof/finalizers")
-	p, err := profile.ParseData(raw)
-	if err != nil {
-		t.Fatal(err)
+// pprofRows returns the rows of go tool pprof -top's table.
+func pprofRows(out string) []string {
+	_, table, ok := strings.Cut(out, "flat  flat%   sum%        cum   cum%\n")
+	if !ok {
+		return nil
 	}
-	if err := p.CheckValid(); err != nil {
-		t.Fatal(err)
+	return strings.Split(strings.TrimSpace(table), "\n")
+}
+
+// With one per-site series per kind, Prometheus gets the leaks' series,
+// not the cache's, though the cache has more suspects than both.
+func TestDemoTopKHoldsTheLeaks(t *testing.T) {
+	base, _ := startDemo(t, 1)
+	want := map[string]string{
+		"finalizer": fmt.Sprintf("main.go:%d", markerLine(t, "leak: finalizer")),
+		"cleanup":   fmt.Sprintf("main.go:%d", markerLine(t, "leak: cleanup")),
 	}
-	file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
-	if err := os.WriteFile(file, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Ranked by suspects, the two leaks are the only entries. (In a test
-	// binary the demo's functions are named by import path, not main.)
-	top, err := exec.Command("go", "tool", "pprof", "-top", "-sample_index=suspect", "-nodefraction=0", file).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go tool pprof -top: %v\n%s", err, top)
-	}
-	if !strings.Contains(string(top), "sessions.func1") || !strings.Contains(string(top), "buffers.func1") {
-		t.Errorf("go tool pprof -top -sample_index=suspect does not name the leaking functions:\n%s", top)
+	re := regexp.MustCompile(`gcprobe_finalizers_growing\{kind="(\w+)",site="([^"]*)"\} (\d+)\n`)
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		metrics := string(get(t, base+"/metrics"))
+		got := map[string]string{}
+		for _, m := range re.FindAllStringSubmatch(metrics, -1) {
+			if m[2] != "other" && m[3] == "1" {
+				got[m[1]] = m[2]
+			}
+		}
+		ok := len(got) == 2
+		for kind, w := range want {
+			ok = ok && strings.HasSuffix(got[kind], "/"+w)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90s the top-1 series are not the growing leaks %v:\n%s", want,
+				grepLines(metrics, "gcprobe_finalizers_growing")+grepLines(metrics, "suspect_objects"))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -169,7 +279,7 @@ func grepLines(s, sub string) string {
 // promtool check metrics is clean on the demo's /metrics.
 func TestDemoMetricsPassPromtool(t *testing.T) {
 	promtool := tool(t, "GCPROBE_PROMTOOL", "promtool")
-	base, _ := startDemo(t)
+	base, _ := startDemo(t, 10)
 	// Let some sites, suspects and pauses appear first.
 	deadline := time.Now().Add(30 * time.Second)
 	var metrics []byte
@@ -190,11 +300,12 @@ func TestDemoMetricsPassPromtool(t *testing.T) {
 	}
 }
 
-// A real Prometheus server scraping the demo finds the planted leak's line
-// in gcprobe_finalizers_suspect_objects through its HTTP query API.
+// A real Prometheus server scraping the demo (one per-site series per
+// kind) finds exactly the two planted leaks' lines growing through its HTTP
+// query API, not the bigger cache.
 func TestPrometheusFindsPlantedLeak(t *testing.T) {
 	prom := tool(t, "GCPROBE_PROMETHEUS", "prometheus")
-	base, _ := startDemo(t)
+	base, _ := startDemo(t, 1)
 	target := strings.TrimPrefix(base, "http://")
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: leakdemo\n    static_configs:\n      - targets: [%q]\n", target)
@@ -213,18 +324,27 @@ func TestPrometheusFindsPlantedLeak(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	line := markerLine(t, "leak: finalizer")
-	query := fmt.Sprintf(`gcprobe_finalizers_suspect_objects{site=~".*main.go:%d"} > 0`, line)
-	deadline := time.Now().Add(90 * time.Second)
+	want := map[string]*regexp.Regexp{
+		"finalizer": regexp.MustCompile(fmt.Sprintf(`\.sessions\.func1 .*/main\.go:%d$`, markerLine(t, "leak: finalizer"))),
+		"cleanup":   regexp.MustCompile(fmt.Sprintf(`\.buffers\.func1 .*/main\.go:%d$`, markerLine(t, "leak: cleanup"))),
+	}
+	// The query the README and the alert rules use.
+	const query = `gcprobe_finalizers_growing{site!="other"} == 1 and gcprobe_finalizers_suspect_objects > 0`
+	deadline := time.Now().Add(120 * time.Second)
+	var last map[string]string
 	for {
-		if site, ok := promQuery(t, promAddr, query); ok {
-			if !strings.Contains(site, "sessions.func1") {
-				t.Fatalf("the series names site %q", site)
+		if got, ok := promQuery(t, promAddr, query); ok {
+			last = got
+			match := len(got) == len(want)
+			for kind, w := range want {
+				match = match && w.MatchString(got[kind])
 			}
-			return
+			if match {
+				return
+			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus has no result for %s after 90s; its log:\n%s", query, log.String())
+			t.Fatalf("Prometheus answers %s with %v after 120s, want %v; its log:\n%s", query, last, want, log.String())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -239,11 +359,12 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// promQuery runs an instant query and returns the first result's site.
-func promQuery(t *testing.T, addr, q string) (string, bool) {
+// promQuery runs an instant query and returns the site of each result by
+// kind.
+func promQuery(t *testing.T, addr, q string) (map[string]string, bool) {
 	resp, err := http.Get("http://" + addr + "/api/v1/query?query=" + url.QueryEscape(q))
 	if err != nil {
-		return "", false // not up yet
+		return nil, false // not up yet
 	}
 	defer resp.Body.Close()
 	var r struct {
@@ -256,11 +377,15 @@ func promQuery(t *testing.T, addr, q string) (string, bool) {
 		}
 	}
 	if err := json.NewDecoder(bufio.NewReader(resp.Body)).Decode(&r); err != nil || r.Status != "success" || len(r.Data.Result) == 0 {
-		return "", false
+		return nil, false
 	}
-	v, _ := r.Data.Result[0].Value[1].(string)
-	if n, err := strconv.ParseFloat(v, 64); err != nil || n <= 0 {
-		return "", false
+	out := map[string]string{}
+	for _, res := range r.Data.Result {
+		v, _ := res.Value[1].(string)
+		if n, err := strconv.ParseFloat(v, 64); err != nil || n <= 0 {
+			return nil, false
+		}
+		out[res.Metric["kind"]] = res.Metric["site"]
 	}
-	return r.Data.Result[0].Metric["site"], true
+	return out, true
 }

@@ -1,15 +1,17 @@
 // Command leakdemo plants a finalizer leak, a cleanup leak and a slow
-// finalizer among healthy traffic, and shows gcprobe finding each of them:
-// a live table every few seconds, Prometheus metrics and a pprof profile on
-// loopback.
+// finalizer among healthy traffic and a stable cache, and shows gcprobe
+// finding each of them: a live table every few seconds, Prometheus metrics
+// and a pprof profile on loopback. The leaks are classed growing and lead
+// the table; the cache, thousands of long-lived objects, is classed stable
+// and ranks below them.
 //
 //	go run ./examples/leakdemo                 # until Ctrl-C
 //	go run ./examples/leakdemo -duration 30s
 //
 // While it runs:
 //
-//	go tool pprof -top http://127.0.0.1:6061/debug/pprof/finalizers
-//	curl -s http://127.0.0.1:6061/metrics | grep gcprobe_finalizers_suspect_objects
+//	go tool pprof -top -lines http://127.0.0.1:6061/debug/pprof/finalizers
+//	curl -s http://127.0.0.1:6061/metrics | grep gcprobe_finalizers_growing
 package main
 
 import (
@@ -33,6 +35,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:6061", "where to serve /metrics and /debug/pprof/finalizers (loopback only: it is unauthenticated)")
 	duration := flag.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	every := flag.Duration("every", 3*time.Second, "how often to print the table")
+	topK := flag.Int("topk", probe.DefaultTopK, "sites of each kind with Prometheus series of their own")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -42,24 +45,25 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	if err := run(ctx, os.Stdout, *addr, *every); err != nil {
+	if err := run(ctx, os.Stdout, *addr, *every, *topK); err != nil {
 		fmt.Fprintln(os.Stderr, "leakdemo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, addr string, every time.Duration) error {
+func run(ctx context.Context, out io.Writer, addr string, every time.Duration, topK int) error {
 	if every <= 0 {
 		return errors.New("-every must be > 0")
 	}
-	p, err := probe.Start(probe.WithListenAddr(addr))
+	p, err := probe.Start(probe.WithListenAddr(addr), probe.WithTopK(topK))
 	if err != nil {
 		return err
 	}
 	defer p.Stop()
+	fillConfigCache()
 	base := "http://" + p.Addr().String()
 	fmt.Fprintf(out, "serving %s/metrics and %s/debug/pprof/finalizers\n", base, base)
-	fmt.Fprintf(out, "find the leaking lines with:\n  go tool pprof -top %s/debug/pprof/finalizers\n\n", base)
+	fmt.Fprintf(out, "find the leaking lines with:\n  go tool pprof -top -lines %s/debug/pprof/finalizers\n\n", base)
 
 	var wg sync.WaitGroup
 	for _, work := range []func(context.Context){sessions, buffers, slowFiles, healthy, queueTrouble} {
@@ -79,11 +83,9 @@ func run(ctx context.Context, out io.Writer, addr string, every time.Duration) e
 			fmt.Fprintln(out, "stopping")
 			return nil
 		case <-tick.C:
-			r := p.Report()
-			if _, err := r.WriteTo(out); err != nil {
+			if _, err := fmt.Fprintln(out, p.Report()); err != nil {
 				return err
 			}
-			fmt.Fprintln(out)
 		}
 	}
 }
@@ -127,6 +129,31 @@ func sessions(ctx context.Context) {
 			cacheMu.Lock()
 			sessionCache[id] = s
 			cacheMu.Unlock()
+		}
+	})
+}
+
+// config stands for an entry of a cache that is filled once and then
+// kept: thousands of long-lived objects, healthy.
+type config struct {
+	name string
+	_    [128]byte
+}
+
+var (
+	configOnce  sync.Once
+	configCache []*config
+)
+
+// fillConfigCache plants the stable cache: 3000 objects with finalizers,
+// filled at start and never grown. Its site has more suspects than either
+// leak for minutes, and is classed stable, below them.
+func fillConfigCache() {
+	configOnce.Do(func() {
+		for i := range 3000 {
+			c := &config{name: fmt.Sprint("config-", i)}
+			finalizerwatch.SetFinalizer(c, func(*config) {}) // stable: cache
+			configCache = append(configCache, c)
 		}
 	})
 }

@@ -2,19 +2,25 @@
 // profile: one sample per ledger entry (per registration stack), located
 // at its registration stack, and valued by how many of its registrations
 // are outstanding, suspect (outstanding past the watcher's suspect
-// threshold) and registered in all.
+// threshold) and registered in all, and by its growth if it leaks.
 //
 //	mux.Handle("/debug/pprof/finalizers", pprofexporter.Handler(finalizerwatch.Default))
 //
-//	go tool pprof -top http://127.0.0.1:6061/debug/pprof/finalizers
-//	go tool pprof -sample_index=suspect -top ...
-//	go tool pprof -http=:0 ...          # flame graph
+//	go tool pprof -top -lines http://127.0.0.1:6061/debug/pprof/finalizers   # the leaking lines
+//	go tool pprof -top -lines -sample_index=suspect ...                      # every long-lived line
+//	go tool pprof -http=:0 ...                                               # flame graph
 //
 // Or, without HTTP, Write(f, w) writes the same gzipped profile.proto to a
 // file, and Profile returns it as a *profile.Profile to inspect or merge.
 //
-// Sample types, in this order: outstanding/count (the default),
-// suspect/count, registered/count. Every sample carries a label kind
+// Sample types, in this order: outstanding/count, suspect/count,
+// registered/count and growth/count (the default). growth is the ranking
+// of finalizerwatch.Watcher.Top: at a site the growth model classes
+// growing (its suspects keep reaching new highs), the suspects it gained
+// over the model's window; 0 at stable sites (caches, pools) and churn. So
+// the default view lists the leaks only, fastest first, and is empty when
+// nothing leaks; -sample_index=suspect shows every long-lived site, caches
+// included. Every sample carries a label kind
 // (finalizer or cleanup). The profile holds code locations and counts,
 // nothing else: no object, argument or value of the program.
 //

@@ -45,8 +45,8 @@ func Example() {
 	s := p.Sample[0]
 	fmt.Println(s.Label["kind"], s.Value, s.Location[0].Line[0].Function.Name)
 	// Output:
-	// outstanding/count suspect/count registered/count
-	// [finalizer] [1 0 1] github.com/gcprobe/probe/exporters/pprof_test.Example
+	// outstanding/count suspect/count registered/count growth/count
+	// [finalizer] [1 0 1 0] github.com/gcprobe/probe/exporters/pprof_test.Example
 }
 
 // Serving the profile where go tool pprof expects it.

@@ -15,13 +15,19 @@ import (
 // The profile's sample types, in the order of Sample.Value.
 const (
 	// SampleOutstanding counts registrations that have neither run nor
-	// been cleared. It is the default sample type.
+	// been cleared.
 	SampleOutstanding = "outstanding"
 	// SampleSuspect counts outstanding registrations that have survived at
 	// least the watcher's SuspectCycles GC cycles.
 	SampleSuspect = "suspect"
 	// SampleRegistered counts every registration.
 	SampleRegistered = "registered"
+	// SampleGrowth is, at an entry that finalizerwatch's growth model
+	// classes growing (a leak), the suspects it gained over the model's
+	// window (SiteStats.Growth), and 0 at every other entry: stable caches
+	// and churn weigh nothing. It is the default sample type, so that
+	// go tool pprof -top lists the leaks, fastest first, and nothing else.
+	SampleGrowth = "growth"
 )
 
 // LabelKind is the sample label that holds a registration's kind,
@@ -30,9 +36,9 @@ const LabelKind = "kind"
 
 // Profile returns the profile of ledger's outstanding finalizers and
 // cleanups: one sample per ledger entry (Watcher.Stacks), located at its
-// registration stack, with the values outstanding, suspect and registered
-// (all "count") and a label LabelKind. A nil ledger means
-// finalizerwatch.Default.
+// registration stack, with the values outstanding, suspect, registered and
+// growth (all "count"; growth is the default) and a label LabelKind. A nil
+// ledger means finalizerwatch.Default.
 //
 // The profile holds code locations and counts only (and the time it was
 // built): function names, file names, line numbers and program counters of
@@ -101,8 +107,9 @@ func newBuilder() *builder {
 				{Type: SampleOutstanding, Unit: "count"},
 				{Type: SampleSuspect, Unit: "count"},
 				{Type: SampleRegistered, Unit: "count"},
+				{Type: SampleGrowth, Unit: "count"},
 			},
-			DefaultSampleType: SampleOutstanding,
+			DefaultSampleType: SampleGrowth,
 			TimeNanos:         time.Now().UnixNano(),
 		},
 		funcs:   make(map[funcKey]*profile.Function),
@@ -125,9 +132,13 @@ func (b *builder) add(s *finalizerwatch.SiteStats) {
 	for i := range frames {
 		locs[i] = b.location(&frames[i])
 	}
+	var growth uint64
+	if s.Class == finalizerwatch.ClassGrowing {
+		growth = s.Growth
+	}
 	b.p.Sample = append(b.p.Sample, &profile.Sample{
 		Location: locs,
-		Value:    []int64{clampInt64(s.Outstanding), clampInt64(s.Suspect), clampInt64(s.Registered)},
+		Value:    []int64{clampInt64(s.Outstanding), clampInt64(s.Suspect), clampInt64(s.Registered), clampInt64(growth)},
 		Label:    map[string][]string{LabelKind: {s.Kind.String()}},
 	})
 }

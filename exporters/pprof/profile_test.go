@@ -5,9 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/stackcapture"
@@ -56,11 +60,11 @@ func TestProfile(t *testing.T) {
 	for _, st := range p.SampleType {
 		types = append(types, st.Type+"/"+st.Unit)
 	}
-	if want := []string{"outstanding/count", "suspect/count", "registered/count"}; !slices.Equal(types, want) {
+	if want := []string{"outstanding/count", "suspect/count", "registered/count", "growth/count"}; !slices.Equal(types, want) {
 		t.Errorf("sample types %v, want %v", types, want)
 	}
-	if p.DefaultSampleType != "outstanding" {
-		t.Errorf("default sample type %q, want outstanding", p.DefaultSampleType)
+	if p.DefaultSampleType != "growth" {
+		t.Errorf("default sample type %q, want growth", p.DefaultSampleType)
 	}
 	if n := len(w.Stacks()); len(p.Sample) != n {
 		t.Errorf("%d samples, want one per ledger entry (%d)", len(p.Sample), n)
@@ -71,8 +75,9 @@ func TestProfile(t *testing.T) {
 	if leak == nil {
 		t.Fatalf("no sample at the planted leak:\n%v", p)
 	}
-	if want := []int64{7, 7, 7}; !slices.Equal(leak.Value, want) {
-		t.Errorf("leak sample values %v, want %v (outstanding, suspect, registered)", leak.Value, want)
+	// Planted once and kept: stable, so no growth.
+	if want := []int64{7, 7, 7, 0}; !slices.Equal(leak.Value, want) {
+		t.Errorf("leak sample values %v, want %v (outstanding, suspect, registered, growth)", leak.Value, want)
 	}
 	if got := leak.Label[LabelKind]; !slices.Equal(got, []string{"finalizer"}) {
 		t.Errorf("leak sample kind %v, want [finalizer]", got)
@@ -93,7 +98,7 @@ func TestProfile(t *testing.T) {
 	if churn == nil {
 		t.Fatal("no sample at the churn")
 	}
-	if want := []int64{0, 0, 50}; !slices.Equal(churn.Value, want) {
+	if want := []int64{0, 0, 50, 0}; !slices.Equal(churn.Value, want) {
 		t.Errorf("churn sample values %v, want %v", churn.Value, want)
 	}
 	if got := churn.Label[LabelKind]; !slices.Equal(got, []string{"cleanup"}) {
@@ -218,5 +223,84 @@ func TestGoToolPprof(t *testing.T) {
 		if index == "outstanding" && !strings.Contains(string(out), "Type: outstanding") {
 			t.Errorf("go tool pprof does not report the outstanding sample type:\n%s", out)
 		}
+	}
+}
+
+// The profile's default view (growth) names a growing leak's line first
+// and leaves out a stable pool a hundred times its size.
+func TestDefaultSampleShowsGrowingLeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go tool pprof")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	old := debug.SetGCPercent(-1) // one cycle per step, forced
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	t.Cleanup(func() { kept = nil })
+	w, err := finalizerwatch.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	plantLeak(w, 700) // a pool, filled once
+	for k := uint64(1); k <= 6; k++ {
+		growLeak(w, 3)
+		runtime.GC()
+		deadline := time.Now().Add(30 * time.Second)
+		for w.Cycles(finalizerwatch.KindFinalizer) < k || w.Cycles(finalizerwatch.KindCleanup) < k {
+			if time.Now().After(deadline) {
+				t.Fatalf("clock at %d after 30s, want %d", w.Cycles(finalizerwatch.KindFinalizer), k)
+			}
+			time.Sleep(50 * time.Microsecond) // polling: the clock moves on the finalizer goroutine
+		}
+		w.Sites() // one observation per cycle, as a scrape would make
+	}
+	p, data := writeParse(t, w)
+	const pkg = "github.com/gcprobe/probe/exporters/pprof."
+	leakLine := testkit.MarkerLine(t, "profile_test.go", "grow")
+	leak := sampleAt(p, pkg+"growLeak", leakLine)
+	pool := sampleAt(p, pkg+"plantLeak", testkit.MarkerLine(t, "main_test.go", "leak"))
+	if leak == nil || pool == nil {
+		t.Fatalf("no sample at the leak or the pool:\n%v", p)
+	}
+	// After 6 cycles the leak's registrations of steps 1-4 are suspects;
+	// the window of 4 observations saw it gain 3 at each of the last 4.
+	if want := []int64{18, 12, 18, 12}; !slices.Equal(leak.Value, want) {
+		t.Errorf("leak sample values %v, want %v", leak.Value, want)
+	}
+	if want := []int64{700, 700, 700, 0}; !slices.Equal(pool.Value, want) {
+		t.Errorf("pool sample values %v, want %v", pool.Value, want)
+	}
+	file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goTool, "tool", "pprof", "-top", "-lines", file)
+	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top -lines: %v\n%s", err, out)
+	}
+	// The first row of the table is the leak's line; the pool has none.
+	rows := strings.SplitAfter(string(out), "flat  flat%   sum%        cum   cum%\n")
+	if len(rows) != 2 {
+		t.Fatalf("no table in go tool pprof -top -lines:\n%s", out)
+	}
+	first, _, _ := strings.Cut(rows[1], "\n")
+	if !strings.Contains(first, pkg+"growLeak") || !strings.Contains(first, "profile_test.go:"+strconv.Itoa(leakLine)) {
+		t.Errorf("go tool pprof -top -lines: first row %q, want the leak's file:line\n%s", first, out)
+	}
+	if strings.Contains(rows[1], "main_test.go:"+strconv.Itoa(testkit.MarkerLine(t, "main_test.go", "leak"))) {
+		t.Errorf("go tool pprof -top -lines lists the stable pool:\n%s", out)
+	}
+}
+
+func growLeak(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		o := new(obj)
+		w.SetFinalizer(o, finalizeObj) // marker: grow
+		kept = append(kept, o)
 	}
 }

@@ -113,7 +113,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 // of each kind (the overflow entry left out).
 func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerwatch.SiteStats, executed *[numKinds]uint64, tracked *[numKinds]int) {
 	var count [numKinds]int
-	var outstanding, suspect [numKinds]uint64
+	var sum [numKinds]gauges // the gauges summed over every site
 	for k := range c.total {
 		clear(c.total[k])
 	}
@@ -131,8 +131,7 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerw
 		if !isOverflowSite(s) {
 			tracked[k]++
 		}
-		outstanding[k] += s.Outstanding
-		suspect[k] += s.Suspect
+		sum[k].add(siteGauges(s))
 		addSite(c.total[k], s)
 	}
 	finishTop(sites, &c.top)
@@ -146,22 +145,49 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerw
 			if m.labels == nil {
 				m.labels = siteLabels(c.d, kl, m.label)
 			}
-			c.sendSite(ch, m.labels, s.Outstanding, s.Suspect, m.last)
-			outstanding[k] -= s.Outstanding
-			suspect[k] -= s.Suspect
+			g := siteGauges(s)
+			c.sendSite(ch, m.labels, g, m.last)
+			sum[k].sub(g)
 		}
 		// "other" exists once a kind has more sites than K; since ledger
 		// entries are never removed, it never goes away again.
 		if count[k] > len(c.top[k]) {
-			c.sendSite(ch, c.otherLabels[k], outstanding[k], suspect[k], c.otherVec)
+			c.sendSite(ch, c.otherLabels[k], sum[k], c.otherVec)
 		}
 	}
 }
 
 // sendSite sends the series of one site, or of "other", from its label
 // pairs, its gauges and its ledger vector v.
-func (c *Collector) sendSite(ch chan<- prometheus.Metric, labels []*dto.LabelPair, outstanding, suspect uint64, v []uint64) {
-	newSiteMetrics(c.d, labels, outstanding, suspect, v, c.bounds).send(ch)
+func (c *Collector) sendSite(ch chan<- prometheus.Metric, labels []*dto.LabelPair, g gauges, v []uint64) {
+	newSiteMetrics(c.d, labels, g, v, c.bounds).send(ch)
+}
+
+// gauges are the per-site values that may go down: for "other", plain
+// sums over the sites outside the top K.
+type gauges struct {
+	outstanding, suspect uint64
+	growing              uint64 // 1 for a site classed growing; for "other", how many are
+}
+
+func siteGauges(s *finalizerwatch.SiteStats) gauges {
+	g := gauges{outstanding: s.Outstanding, suspect: s.Suspect}
+	if s.Class == finalizerwatch.ClassGrowing {
+		g.growing = 1
+	}
+	return g
+}
+
+func (g *gauges) add(h gauges) {
+	g.outstanding += h.outstanding
+	g.suspect += h.suspect
+	g.growing += h.growing
+}
+
+func (g *gauges) sub(h gauges) {
+	g.outstanding -= h.outstanding
+	g.suspect -= h.suspect
+	g.growing -= h.growing
 }
 
 // cumulative returns the cumulative bucket counts of per-bucket counts

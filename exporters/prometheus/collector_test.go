@@ -36,6 +36,14 @@ func plantFinalizerLeak(w *finalizerwatch.Watcher, n int) {
 	}
 }
 
+func growFinalizerLeak(w *finalizerwatch.Watcher, n int) {
+	for range n {
+		o := new(siteObj)
+		w.SetFinalizer(o, finalizeSiteObj) // marker: finalizer-grow
+		kept = append(kept, o)
+	}
+}
+
 func churnFinalizers(w *finalizerwatch.Watcher, n int) {
 	for range n {
 		w.SetFinalizer(new(siteObj), finalizeSiteObj) // marker: finalizer-churn
@@ -121,6 +129,7 @@ func TestCollectSitesGolden(t *testing.T) {
 		"gcprobe_finalizers_executed_total",
 		"gcprobe_finalizers_cleared_total",
 		"gcprobe_finalizers_suspect_objects",
+		"gcprobe_finalizers_growing",
 		"gcprobe_sites_tracked",
 		"gcprobe_sites_overflow_total",
 		"gcprobe_stacks_overflow_total",

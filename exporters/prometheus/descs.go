@@ -20,7 +20,7 @@ const (
 // built on first use, serves every Collector.
 type descs struct {
 	// Per site (labels kind, site).
-	outstanding, registered, executed, cleared, suspect, duration *prometheus.Desc
+	outstanding, registered, executed, cleared, suspect, growing, duration *prometheus.Desc
 	// The callback running now at a site (labels kind, site).
 	running *prometheus.Desc
 	// The runtime's queues (label kind).
@@ -50,6 +50,8 @@ var descriptors = sync.OnceValue(func() *descs {
 			"Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.", site),
 		suspect: d("gcprobe_finalizers_suspect_objects",
 			"Outstanding registrations at the site that have survived at least the watcher's SuspectCycles GC cycles: leak suspects.", site),
+		growing: d("gcprobe_finalizers_growing",
+			"1 while the site's leak suspects keep reaching new highs (the finalizerwatch growth model classes it growing: a leak, or a cache still filling), 0 otherwise; under site=\"other\", the number of such sites outside the top K.", site),
 		duration: d("gcprobe_finalizer_duration_seconds",
 			"Run time of the finalizers or cleanups registered at the site.", site),
 
@@ -89,7 +91,7 @@ var descriptors = sync.OnceValue(func() *descs {
 // all lists every descriptor, for Describe.
 func (d *descs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		d.outstanding, d.registered, d.executed, d.cleared, d.suspect, d.duration,
+		d.outstanding, d.registered, d.executed, d.cleared, d.suspect, d.growing, d.duration,
 		d.running,
 		d.queueLength, d.queueLatency, d.queued, d.runtimeExecuted, d.unwatched,
 		d.pause, d.forced, d.cpuFraction,

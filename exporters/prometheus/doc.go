@@ -37,6 +37,8 @@
 //	gcprobe_finalizers_executed_total          counter    kind, site  ran to completion
 //	gcprobe_finalizers_cleared_total           counter    kind, site  cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running
 //	gcprobe_finalizers_suspect_objects         gauge      kind, site  outstanding and survived >= the watcher's SuspectCycles GC cycles
+//	gcprobe_finalizers_growing                 gauge      kind, site  1 while the growth model classes the site growing (a leak), else 0;
+//	                                                                  under site="other", how many growing sites are outside the top K
 //	gcprobe_finalizer_duration_seconds         histogram  kind, site  run time; buckets finalizerwatch.DurationBounds
 //	gcprobe_finalizer_running_seconds          gauge      kind, site  how long the watched callback running now at the site has run; absent when none
 //	gcprobe_finalizer_queue_length             gauge      kind        queued by the runtime, not yet run (Snapshot.Finalizers/Cleanups.Length)
@@ -52,7 +54,7 @@
 //	gcprobe_stacks_overflow_total              counter    -           registration stacks not kept (stack table full)
 //	gcprobe_sites_tracked                      gauge      kind        sites with a ledger entry, the overflow entry not included
 //
-// The first seven come from the watcher's ledger and are always exported, as
+// The first eight come from the watcher's ledger and are always exported, as
 // are the last three. gcprobe_finalizer_running_seconds has one series per
 // site with a callback running now, whatever the top K: finalizers run one
 // at a time and cleanups on a few goroutines, so they are few, and a
@@ -64,11 +66,18 @@
 // # Bounded cardinality
 //
 // The per-site series exist for the top K sites of each kind (WithTopK,
-// default DefaultTopK), ranked as finalizerwatch's Top ranks them (its leak
-// score, then suspects, outstanding, registrations and name), plus one
+// default DefaultTopK), ranked as finalizerwatch's Top ranks them
+// (finalizerwatch.CompareRank: sites whose suspects keep growing first, by
+// their growth, then stable long-lived sites by suspects, then churn), plus one
 // site="other" series per kind that has more than K sites: at most 2(K+1)
 // series per per-site metric. K is per kind so that a busy population of
 // one kind cannot push every site of the other out of sight.
+//
+// A leak therefore takes a per-site series from a stable cache of any size
+// within a few GC cycles, and gcprobe_finalizers_growing tells the two
+// apart: alert on it rather than on the size of
+// gcprobe_finalizers_suspect_objects, which a healthy cache can have in
+// thousands.
 //
 // The gauges under site="other" are the plain sums over the sites outside
 // the top K. The counters and the histogram under site="other" count what

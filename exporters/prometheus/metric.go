@@ -19,11 +19,11 @@ func siteLabels(d *descs, kind, site string) []*dto.LabelPair {
 	return prometheus.MakeLabelPairs(d.outstanding, []string{kind, validLabel(site)})
 }
 
-// siteMetrics are the six series of one site (or of "other") in one
+// siteMetrics are the seven series of one site (or of "other") in one
 // Collect. They are written after Collect returns, by the registry, so a
 // new siteMetrics is made for each Collect; it is never reused.
 type siteMetrics struct {
-	scalar [5]scalarMetric
+	scalar [6]scalarMetric
 	hist   histMetric
 }
 
@@ -91,16 +91,17 @@ var (
 
 // newSiteMetrics fills the series of a site from its gauges and its ledger
 // vector v (see other.go), with the duration buckets' bounds.
-func newSiteMetrics(d *descs, labels []*dto.LabelPair, outstanding, suspect uint64, v []uint64, bounds []float64) *siteMetrics {
+func newSiteMetrics(d *descs, labels []*dto.LabelPair, g gauges, v []uint64, bounds []float64) *siteMetrics {
 	sm := &siteMetrics{}
 	set := func(i int, desc *prometheus.Desc, value uint64, gauge bool) {
 		sm.scalar[i] = scalarMetric{desc: desc, labels: labels, value: float64(value), gauge: gauge}
 	}
-	set(0, d.outstanding, outstanding, true)
+	set(0, d.outstanding, g.outstanding, true)
 	set(1, d.registered, v[vRegistered], false)
 	set(2, d.executed, v[vExecuted], false)
 	set(3, d.cleared, v[vCleared], false)
-	set(4, d.suspect, suspect, true)
+	set(4, d.suspect, g.suspect, true)
+	set(5, d.growing, g.growing, true)
 
 	n := len(bounds)
 	cum := make([]uint64, n)
@@ -123,7 +124,7 @@ func newSiteMetrics(d *descs, labels []*dto.LabelPair, outstanding, suspect uint
 	return sm
 }
 
-// send sends the six series.
+// send sends the seven series.
 func (sm *siteMetrics) send(ch chan<- prometheus.Metric) {
 	for i := range sm.scalar {
 		ch <- &sm.scalar[i]

@@ -14,7 +14,7 @@ import (
 )
 
 // simLedger is a synthetic ledger that evolves as a real one can: counters
-// only grow, and scores move freely, so that sites keep entering and
+// only grow, and classes move freely, so that sites keep entering and
 // leaving the top K.
 type simLedger struct {
 	rng   *rand.Rand
@@ -38,7 +38,7 @@ func newSimLedger(seed uint64, perKind int) *simLedger {
 	return l
 }
 
-// step grows some counters and reshuffles the scores.
+// step grows some counters and reshuffles the classes.
 func (l *simLedger) step() {
 	for i := range l.sites {
 		s := &l.sites[i]
@@ -60,7 +60,8 @@ func (l *simLedger) step() {
 		}
 		s.Duration.Sum = time.Duration(l.sumNs[i]).Seconds()
 		s.Suspect = l.rng.Uint64N(s.Outstanding + 1)
-		s.Score = float64(l.rng.IntN(4)) * float64(s.Suspect)
+		s.Class = finalizerwatch.Class(l.rng.IntN(3))
+		s.Growth = l.rng.Uint64N(4) * s.Suspect
 	}
 }
 

@@ -22,8 +22,9 @@ func sign(x int) int {
 	return 0
 }
 
-// synthSites returns n synthetic sites, distinct per kind, with scores,
-// suspects and counts drawn from small ranges so that ties are common.
+// synthSites returns n synthetic sites, distinct per kind, with classes,
+// growth, suspects and counts drawn from small ranges so that ties are
+// common.
 func synthSites(rng *rand.Rand, n int) []finalizerwatch.SiteStats {
 	bounds := finalizerwatch.DurationBounds()
 	out := make([]finalizerwatch.SiteStats, n)
@@ -39,7 +40,8 @@ func synthSites(rng *rand.Rand, n int) []finalizerwatch.SiteStats {
 		s.Registered = rng.Uint64N(20)
 		s.Outstanding = rng.Uint64N(s.Registered + 1)
 		s.Suspect = rng.Uint64N(s.Outstanding + 1)
-		s.Score = float64(rng.IntN(3)) * float64(s.Suspect)
+		s.Class = finalizerwatch.Class(rng.IntN(3))
+		s.Growth = rng.Uint64N(3) * s.Suspect
 		s.Executed = s.Registered - s.Outstanding
 		s.Duration = finalizerwatch.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
 		s.Duration.Counts[rng.IntN(len(s.Duration.Counts))] = s.Executed
@@ -90,7 +92,8 @@ func TestRankCompareOrder(t *testing.T) {
 		name string
 		give finalizerwatch.SiteStats // ranks before base
 	}{
-		{"score", better(func(s *finalizerwatch.SiteStats) { s.Score = 1; s.Suspect = 0 })},
+		{"growing", better(func(s *finalizerwatch.SiteStats) { s.Class = finalizerwatch.ClassGrowing })},
+		{"stable", better(func(s *finalizerwatch.SiteStats) { s.Class = finalizerwatch.ClassStable })},
 		{"suspect", better(func(s *finalizerwatch.SiteStats) { s.Suspect = 1 })},
 		{"outstanding", better(func(s *finalizerwatch.SiteStats) { s.Outstanding = 1 })},
 		{"registered", better(func(s *finalizerwatch.SiteStats) { s.Registered = 1 })},

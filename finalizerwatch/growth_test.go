@@ -1,0 +1,414 @@
+package finalizerwatch
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/gcprobe/probe/internal/testkit"
+)
+
+// gcHarness drives a watcher one GC cycle at a time: the automatic GC is
+// off, each step forces exactly one cycle and waits, polling with a
+// deadline, until both of the watcher's clocks counted it and every
+// finalizer of an object the step dropped has run. Then the step reads the
+// ledger once: one observation per cycle.
+type gcHarness struct {
+	t       *testing.T
+	w       *Watcher
+	ran     atomic.Int64 // finalizers run
+	dropped int64        // objects registered and dropped (or evicted)
+	kept    map[string][]*thing
+	onRun   func(*thing)
+}
+
+func newGCHarness(t *testing.T) *gcHarness {
+	t.Helper()
+	old := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
+	runtime.GC() // nothing of an earlier test left to collect in our cycles
+	h := &gcHarness{t: t, w: newWatcher(t), kept: map[string][]*thing{}}
+	h.onRun = func(*thing) { h.ran.Add(1) }
+	t.Cleanup(func() { clear(h.kept) })
+	return h
+}
+
+// The registration sites of the scenarios, one line each.
+
+func (h *gcHarness) keep(name string, n int) {
+	for range n {
+		o := &thing{}
+		switch name {
+		case "pool":
+			h.w.SetFinalizer(o, h.onRun) // marker: g-pool
+		case "burst":
+			h.w.SetFinalizer(o, h.onRun) // marker: g-burst
+		case "lru":
+			h.w.SetFinalizer(o, h.onRun) // marker: g-lru
+		case "leak":
+			h.w.SetFinalizer(o, h.onRun) // marker: g-leak
+		case "fast":
+			h.w.SetFinalizer(o, h.onRun) // marker: g-fast
+		case "slow":
+			h.w.SetFinalizer(o, h.onRun) // marker: g-slow
+		default:
+			h.t.Fatalf("no site %q", name)
+		}
+		h.kept[name] = append(h.kept[name], o)
+	}
+}
+
+func (h *gcHarness) churn(n int) {
+	for range n {
+		h.w.SetFinalizer(&thing{}, h.onRun) // marker: g-churn
+	}
+	h.dropped += int64(n)
+}
+
+// evict drops the n oldest objects kept under name.
+func (h *gcHarness) evict(name string, n int) {
+	objs := h.kept[name]
+	clear(objs[:n])
+	h.kept[name] = objs[n:]
+	h.dropped += int64(n)
+}
+
+// cycle forces one GC cycle, waits for it to be counted and for the
+// dropped objects' finalizers, and returns the ledger's ranking, read once.
+func (h *gcHarness) cycle(want uint64) []SiteStats {
+	h.t.Helper()
+	runtime.GC()
+	deadline := time.Now().Add(60 * time.Second)
+	for h.w.Cycles(KindFinalizer) < want || h.w.Cycles(KindCleanup) < want || h.ran.Load() < h.dropped {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("after 60s: clocks %d/%d, want %d; %d of %d finalizers run",
+				h.w.Cycles(KindFinalizer), h.w.Cycles(KindCleanup), want, h.ran.Load(), h.dropped)
+		}
+		time.Sleep(50 * time.Microsecond) // polling: neither has a channel to wait on
+	}
+	if c := h.w.Cycles(KindFinalizer); c != want {
+		h.t.Fatalf("clock at %d, want %d: a GC cycle the test did not force", c, want)
+	}
+	return h.w.Top(0)
+}
+
+// ranked is one expected place: a site by name and its class.
+type ranked struct {
+	name  string
+	class Class
+}
+
+func TestGrowthScenarios(t *testing.T) {
+	const cycles = 20
+	g, s, c := ClassGrowing, ClassStable, ClassChurn
+	tests := []struct {
+		name string
+		// step makes the registrations of step k (1-based) before its
+		// GC cycle.
+		step func(h *gcHarness, k int)
+		// want is the ranking read after the k-th cycle, for k >= 5.
+		want func(k int) []ranked
+		// suspects, if set, are the exact suspect counts of some sites
+		// after the k-th cycle.
+		suspects func(k int) map[string]uint64
+	}{{
+		name: "stable pool of 8000, leak of 10 per cycle, churn of 2000 per cycle",
+		step: func(h *gcHarness, k int) {
+			if k == 1 {
+				h.keep("pool", 8000)
+			}
+			h.keep("leak", 10)
+			h.churn(2000)
+		},
+		want: func(int) []ranked { return []ranked{{"leak", g}, {"pool", s}, {"churn", c}} },
+		suspects: func(k int) map[string]uint64 {
+			// A registration of step j is a suspect from cycle j+2 on.
+			return map[string]uint64{"leak": uint64(10 * (k - 2)), "pool": 8000, "churn": 0}
+		},
+	}, {
+		name: "LRU filling to 2000 then flat, leak of 1 per cycle, churn",
+		step: func(h *gcHarness, k int) {
+			h.keep("lru", 200)
+			if k > 10 {
+				h.evict("lru", 200) // full: the least recently used go
+			}
+			h.keep("leak", 1)
+			h.churn(2000)
+		},
+		want: func(k int) []ranked {
+			// The LRU's suspects rise until cycle 10 (its registrations
+			// of steps 1-8), then stay at 1600: it is growing until two
+			// cycles after its last new high.
+			if k <= 12 {
+				return []ranked{{"lru", g}, {"leak", g}, {"churn", c}}
+			}
+			return []ranked{{"leak", g}, {"lru", s}, {"churn", c}}
+		},
+		suspects: func(k int) map[string]uint64 {
+			return map[string]uint64{"lru": uint64(200 * min(k-2, 8)), "leak": uint64(k - 2)}
+		},
+	}, {
+		name: "burst of 1000 leaked once, leak of 1 per cycle, churn",
+		step: func(h *gcHarness, k int) {
+			if k == 1 {
+				h.keep("burst", 1000)
+			}
+			h.keep("leak", 1)
+			h.churn(2000)
+		},
+		want: func(int) []ranked { return []ranked{{"leak", g}, {"burst", s}, {"churn", c}} },
+		suspects: func(k int) map[string]uint64 {
+			return map[string]uint64{"burst": 1000, "leak": uint64(k - 2)}
+		},
+	}, {
+		name: fmt.Sprintf("leak of 1 per cycle beside %d registrations per cycle of churn", heavyChurn),
+		step: func(h *gcHarness, k int) {
+			h.keep("leak", 1)
+			h.churn(heavyChurn)
+		},
+		want: func(int) []ranked { return []ranked{{"leak", g}, {"churn", c}} },
+		suspects: func(k int) map[string]uint64 {
+			return map[string]uint64{"leak": uint64(k - 2), "churn": 0}
+		},
+	}, {
+		name: "slow leak of 2 per cycle, then a fast leak of 10 per cycle from cycle 11",
+		step: func(h *gcHarness, k int) {
+			h.keep("slow", 2)
+			if k >= 11 {
+				h.keep("fast", 10)
+			}
+			h.churn(2000)
+		},
+		want: func(k int) []ranked {
+			switch {
+			case k <= 10:
+				return []ranked{{"slow", g}, {"churn", c}}
+			case k <= 12: // outstanding, not yet suspect
+				return []ranked{{"slow", g}, {"fast", c}, {"churn", c}}
+			case k == 13: // one new high is not yet growth
+				return []ranked{{"slow", g}, {"fast", s}, {"churn", c}}
+			}
+			// Faster first, with fewer suspects than the slow leak
+			// until cycle 16.
+			return []ranked{{"fast", g}, {"slow", g}, {"churn", c}}
+		},
+		suspects: func(k int) map[string]uint64 {
+			m := map[string]uint64{"slow": uint64(2 * (k - 2))}
+			if k >= 13 {
+				m["fast"] = uint64(10 * (k - 12))
+			}
+			return m
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newGCHarness(t)
+			names := map[int]string{}
+			for _, n := range []string{"pool", "burst", "lru", "leak", "fast", "slow", "churn"} {
+				names[testkit.MarkerLine(t, "growth_test.go", "g-"+n)] = n
+			}
+			for k := 1; k <= cycles; k++ {
+				tt.step(h, k)
+				top := h.cycle(uint64(k))
+				if k == 4 {
+					// A leak since the first cycle is growing by the
+					// fourth: SuspectCycles+1.
+					for _, s := range top {
+						if n := names[s.Site.Line]; (n == "leak" || n == "slow") && s.Class != ClassGrowing {
+							t.Fatalf("cycle 4: %s is %v, want growing\n%s", n, s.Class, describe(top, names))
+						}
+					}
+				}
+				if k < 5 {
+					continue
+				}
+				var got []ranked
+				bySite := map[string]SiteStats{}
+				for _, s := range top {
+					n := names[s.Site.Line]
+					if n == "" || !strings.HasSuffix(s.Site.File, "growth_test.go") {
+						t.Fatalf("cycle %d: unexpected site %v", k, s.Site)
+					}
+					got = append(got, ranked{n, s.Class})
+					bySite[n] = s
+				}
+				if want := tt.want(k); !slices.Equal(got, want) {
+					t.Fatalf("cycle %d: ranking %v, want %v\n%s", k, got, want, describe(top, names))
+				}
+				for n, want := range tt.suspects(k) {
+					if s := bySite[n]; s.Suspect != want {
+						t.Fatalf("cycle %d: %s has %d suspects, want %d\n%s", k, n, s.Suspect, want, describe(top, names))
+					}
+				}
+			}
+		})
+	}
+}
+
+func describe(top []SiteStats, names map[int]string) string {
+	var b strings.Builder
+	for _, s := range top {
+		fmt.Fprintf(&b, "\t%-6s %-7v growth %d suspect %d outstanding %d registered %d survived %v\n",
+			names[s.Site.Line], s.Class, s.Growth, s.Suspect, s.Outstanding, s.Registered, s.Survived)
+	}
+	return b.String()
+}
+
+// Read every third cycle, a leak is growing from the second read on and a
+// pool filled once is stable.
+func TestGrowthWithSparseReads(t *testing.T) {
+	h := newGCHarness(t)
+	leak := testkit.MarkerLine(t, "growth_test.go", "g-leak")
+	pool := testkit.MarkerLine(t, "growth_test.go", "g-pool")
+	h.keep("pool", 500)
+	for k := 1; k <= 15; k++ {
+		h.keep("leak", 1)
+		runtime.GC()
+		deadline := time.Now().Add(60 * time.Second)
+		for h.w.Cycles(KindFinalizer) < uint64(k) || h.w.Cycles(KindCleanup) < uint64(k) {
+			if time.Now().After(deadline) {
+				t.Fatalf("clock stuck at %d", h.w.Cycles(KindFinalizer))
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+		if k%3 != 0 {
+			continue
+		}
+		sites := h.w.Sites()
+		l, _ := siteByLine(sites, leak)
+		p, _ := siteByLine(sites, pool)
+		// Reads at cycles 3, 6, 9...: the leak has suspects from the
+		// first read on, and new highs at every read.
+		if wantLeak := ClassGrowing; k >= 6 && l.Class != wantLeak {
+			t.Fatalf("cycle %d: leak %v (growth %d, suspects %d), want %v", k, l.Class, l.Growth, l.Suspect, wantLeak)
+		}
+		if p.Class != ClassStable || p.Suspect != 500 {
+			t.Fatalf("cycle %d: pool %v with %d suspects, want stable with 500", k, p.Class, p.Suspect)
+		}
+	}
+}
+
+// A site that registers is observed in every cycle it registers in, read
+// or not: a leak read for the first time in cycle 6 is already growing,
+// and a pool filled once is stable. A watcher with another SuspectCycles
+// learns it at the first read, and starts observing then.
+func TestGrowthObservedByRegistrations(t *testing.T) {
+	leak := testkit.MarkerLine(t, "growth_test.go", "g-leak")
+	pool := testkit.MarkerLine(t, "growth_test.go", "g-pool")
+	tests := []struct {
+		name string
+		opts []Option
+		// want is the leak's class at the reads in cycles 6 and 7.
+		want [2]Class
+	}{
+		{"default SuspectCycles", nil, [2]Class{ClassGrowing, ClassGrowing}},
+		{"SuspectCycles 2", []Option{WithSuspectCycles(2)}, [2]Class{ClassStable, ClassGrowing}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newGCHarness(t)
+			if len(tt.opts) > 0 {
+				h.w = newWatcher(t, tt.opts...)
+			}
+			h.keep("pool", 500)
+			for k := uint64(1); k <= 7; k++ {
+				h.keep("leak", 1)
+				runtime.GC()
+				deadline := time.Now().Add(60 * time.Second)
+				for h.w.Cycles(KindFinalizer) < k || h.w.Cycles(KindCleanup) < k {
+					if time.Now().After(deadline) {
+						t.Fatalf("clock stuck at %d", h.w.Cycles(KindFinalizer))
+					}
+					time.Sleep(50 * time.Microsecond)
+				}
+				if k < 6 {
+					continue // no read
+				}
+				sites := h.w.Sites()
+				l, _ := siteByLine(sites, leak)
+				p, _ := siteByLine(sites, pool)
+				if want := tt.want[k-6]; l.Class != want {
+					t.Fatalf("cycle %d: leak %v (growth %d, suspects %d), want %v", k, l.Class, l.Growth, l.Suspect, want)
+				}
+				if p.Class != ClassStable {
+					t.Fatalf("cycle %d: pool %v, want stable", k, p.Class)
+				}
+			}
+		})
+	}
+}
+
+func TestMoreCyclesNeeded(t *testing.T) {
+	h := newGCHarness(t)
+	need := DefaultSuspectCycles + GrowthWindow
+	for k := range need + 2 {
+		if got, want := h.w.MoreCyclesNeeded(), max(need-k, 0); got != want {
+			t.Fatalf("after %d cycles: MoreCyclesNeeded() = %d, want %d", k, got, want)
+		}
+		h.cycle(uint64(k + 1))
+	}
+}
+
+// The README and the package documentation give the model's memory cost.
+func TestGrowthStateSize(t *testing.T) {
+	if n := unsafe.Sizeof(growth{}); n != 32 {
+		t.Fatalf("growth state is %d bytes; the docs say 32", n)
+	}
+}
+
+func TestClassString(t *testing.T) {
+	for _, tt := range []struct {
+		give Class
+		want string
+	}{{ClassChurn, "churn"}, {ClassStable, "stable"}, {ClassGrowing, "growing"}, {Class(9), "unknown"}} {
+		if got := tt.give.String(); got != tt.want {
+			t.Errorf("%d.String() = %q, want %q", tt.give, got, tt.want)
+		}
+	}
+}
+
+// The model by itself: observations by cycle, at most one per cycle.
+func TestGrowthModel(t *testing.T) {
+	type obs struct {
+		cycle   uint32
+		suspect uint64
+	}
+	tests := []struct {
+		name       string
+		give       []obs
+		wantClass  Class
+		wantGrowth uint64
+	}{
+		{"nothing", nil, ClassChurn, 0},
+		{"one new high is a burst", []obs{{3, 1000}, {4, 1000}}, ClassStable, 1000},
+		{"two new highs in four", []obs{{3, 1}, {4, 2}}, ClassGrowing, 2},
+		{"a second read in a cycle changes nothing", []obs{{3, 1}, {3, 2}, {3, 5}}, ClassStable, 1},
+		{"a read with an older clock changes nothing", []obs{{5, 1}, {4, 2}}, ClassStable, 1},
+		{"new highs out of the window", []obs{{3, 1}, {4, 2}, {5, 2}, {6, 2}, {7, 2}, {8, 2}}, ClassStable, 0},
+		{"a drop and a recovery is no new high", []obs{{3, 10}, {4, 5}, {5, 10}, {6, 10}}, ClassStable, 10},
+		{"sparse reads", []obs{{3, 1}, {30, 40}}, ClassGrowing, 40},
+		{"gains saturate", []obs{{3, 1}, {4, 1 << 40}}, ClassGrowing, 1 + math.MaxUint32},
+		{"clock wraps", []obs{{math.MaxUint32, 1}, {0, 2}}, ClassGrowing, 2},
+		{"no suspects now", []obs{{3, 1}, {4, 2}, {5, 0}}, ClassChurn, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g growth
+			var last uint64
+			for _, o := range tt.give {
+				g.observe(o.cycle, o.suspect)
+				last = o.suspect
+			}
+			if class, growth := g.classify(last); class != tt.wantClass || growth != tt.wantGrowth {
+				t.Errorf("classify(%d) = %v, %d; want %v, %d", last, class, growth, tt.wantClass, tt.wantGrowth)
+			}
+		})
+	}
+}
