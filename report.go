@@ -87,6 +87,11 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 			q.q.Latency.Round(time.Microsecond), q.t.Registered, q.t.Outstanding, q.t.Suspect)
 	}
 	tw.Flush()
+	if n := r.Finalizers.ClearedOutside; n > 0 {
+		// Not outstanding, and not cleared through the watcher either:
+		// see finalizerwatch.SiteStats.ClearedOutside.
+		fmt.Fprintf(&b, "finalizers found cleared or replaced outside finalizerwatch (runtime.SetFinalizer called directly): %d\n", n)
+	}
 	if len(r.Firing) > 0 {
 		b.WriteString("firing:")
 		for _, e := range r.Firing {

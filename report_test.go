@@ -60,3 +60,31 @@ func TestReportPrintsTableThroughFmt(t *testing.T) {
 		t.Errorf("the table does not show the planted site as stable with its counts:\n%s", table)
 	}
 }
+
+// A finalizer found replaced or cleared outside finalizerwatch is counted
+// apart, and the table says so: it is neither outstanding nor a clear made
+// through the watcher.
+func TestReportShowsFinalizersClearedOutside(t *testing.T) {
+	w := newWatcher(t)
+	p, err := probe.New(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	type obj struct {
+		p   *int
+		buf [40]byte
+	}
+	o := &obj{}
+	w.SetFinalizer(o, func(*obj) {})
+	runtime.SetFinalizer(o, nil) // cleared where the watcher cannot see it
+	w.SetFinalizer(o, func(*obj) {})
+	defer w.SetFinalizer(o, nil)
+	r := p.Report()
+	if r.Finalizers.ClearedOutside != 1 || r.Finalizers.Cleared != 1 || r.Finalizers.Outstanding != 1 {
+		t.Fatalf("totals %+v: want 1 cleared outside, 1 outstanding", r.Finalizers)
+	}
+	if want := "finalizers found cleared or replaced outside finalizerwatch (runtime.SetFinalizer called directly): 1\n"; !strings.Contains(r.String(), want) {
+		t.Fatalf("the table lacks %q:\n%s", want, r)
+	}
+}
