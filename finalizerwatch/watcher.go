@@ -145,11 +145,10 @@ func cleanupTick(wp weak.Pointer[Watcher]) {
 }
 
 // siteFor returns the ledger entry for a registration of kind k whose call
-// site is pc. Only the site is
-// captured on the hot path; a new site (or, with full stacks, every
-// registration) captures the stack too. skip is the frame count from
-// siteFor's caller to the user's frame, so that the stack starts at the
-// user's call.
+// site is pc. Only the site is captured on the hot path; a new site (or,
+// with full stacks, every registration) captures the stack too. skip is the
+// frame count from siteFor's caller to the user's frame, so that the stack
+// starts at the user's call.
 //
 //go:noinline
 func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
@@ -183,10 +182,9 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 		// First registration through this PC. The caller's frame is a
 		// wrapper when the user called through a method value or
 		// reflection (the method value's -fm wrapper, runtime.call32):
-		// mark it so, and look further up the stack for the user's line.
-		if stackcapture.Indirect(pc) {
-			s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect = w, k, pc, true })
-		} else {
+		// then the entry is marked so, and registrations through it look
+		// further up the stack for the user's line.
+		if !stackcapture.Indirect(pc) {
 			// Keep the first registration's stack as the site's
 			// representative.
 			var pcs [stackcapture.MaxDepth]uintptr
@@ -197,6 +195,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 			}
 			return s
 		}
+		s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect = w, k, pc, true })
 	}
 	if s == nil || s.indirect {
 		return w.indirectSite(k)
