@@ -111,38 +111,53 @@ func (b *batcher) run() {
 		select {
 		case s := <-b.queue:
 			batch = append(batch, s)
+			if b.stopping.Load() {
+				// Shutdown has begun: select may go on picking queued
+				// spans over the closed stop channel, so finish here,
+				// where an export in flight that failed stops the drain.
+				b.finish(batch)
+				return
+			}
 			if len(batch) == b.cfg.maxBatch {
 				batch, _ = b.export(batch)
 				// Since Go 1.23, Reset needs no drained channel.
 				timer.Reset(b.cfg.delay)
 			}
 		case <-timer.C:
+			if b.stopping.Load() {
+				b.finish(batch)
+				return
+			}
 			batch, _ = b.export(batch)
 			timer.Reset(b.cfg.delay)
 		case ack := <-b.flush:
 			batch = b.drain(batch, len(b.queue))
 			close(ack)
 		case <-b.stop:
-			// Export everything, unless an export fails: then the
-			// collector is unreachable, and trying batch after batch
-			// would only make Shutdown wait export timeout after
-			// export timeout. What is left is abandoned. The export
-			// that was in flight when Shutdown was called counts: if
-			// it failed, nothing more is tried.
-			if !b.failedStopping.Load() {
-				batch = b.drain(batch, -1)
-			}
-			n := b.abandon(batch)
-			switch {
-			case n > 0 && b.lastErr != nil:
-				b.stopErr = fmt.Errorf("otlpexporter: shutdown: %d spans abandoned after a failed export: %w", n, b.lastErr)
-			case b.lastErr != nil:
-				// Everything was tried before the stop, and the last
-				// export failed: the collector is still unreachable.
-				b.stopErr = fmt.Errorf("otlpexporter: shutdown: the last export failed: %w", b.lastErr)
-			}
+			b.finish(batch)
 			return
 		}
+	}
+}
+
+// finish is the run loop's end, once Shutdown has begun: export
+// everything, unless an export fails. Then the collector is unreachable,
+// and trying batch after batch would only make Shutdown wait export
+// timeout after export timeout: what is left is abandoned. The export that
+// was in flight when Shutdown was called counts: if it failed, nothing
+// more is tried.
+func (b *batcher) finish(batch []sdktrace.ReadOnlySpan) {
+	if !b.failedStopping.Load() {
+		batch = b.drain(batch, -1)
+	}
+	n := b.abandon(batch)
+	switch {
+	case n > 0 && b.lastErr != nil:
+		b.stopErr = fmt.Errorf("otlpexporter: shutdown: %d spans abandoned after a failed export: %w", n, b.lastErr)
+	case b.lastErr != nil:
+		// Everything was tried before the stop, and the last export
+		// failed: the collector is still unreachable.
+		b.stopErr = fmt.Errorf("otlpexporter: shutdown: the last export failed: %w", b.lastErr)
 	}
 }
 
