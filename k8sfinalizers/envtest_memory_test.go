@@ -143,6 +143,12 @@ func informerHeap(t *testing.T, cfg *rest.Config, ns string, obj client.Object, 
 	if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("the informer did not sync")
 	}
+	// The watcher's handlers too: stopping the cache before they have
+	// seen the initial list leaves controller-runtime's multi-namespace
+	// registration goroutine waiting for ever (goleak finds it).
+	if w != nil && !toolscache.WaitForCacheSync(ctx.Done(), w.HasSynced) {
+		t.Fatal("the watcher's handlers did not sync")
+	}
 	after := heapAfterGC()
 	runtime.KeepAlive(w)
 	runtime.KeepAlive(inf)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -56,8 +57,9 @@ type Watcher struct {
 	mu    sync.Mutex
 	kinds []*kindState // in WithGVKs order
 
-	runMu   sync.Mutex // guards watched
-	watched bool
+	runMu    sync.Mutex // guards watched and handlers
+	watched  bool
+	handlers []toolscache.ResourceEventHandlerRegistration // from Watch
 
 	life lifecycle.Lifecycle // Start's: idle → running → stopped, once
 }
@@ -124,12 +126,35 @@ func (w *Watcher) Watch(ctx context.Context, src InformerSource) error {
 		if err != nil {
 			return fmt.Errorf("k8sfinalizers: getting a metadata informer for %s: %w", gvkString(ks.gvk), err)
 		}
-		if _, err := inf.AddEventHandler(&handler{w: w, ks: ks}); err != nil {
+		reg, err := inf.AddEventHandler(&handler{w: w, ks: ks})
+		if err != nil {
 			return fmt.Errorf("k8sfinalizers: adding the event handler for %s: %w", gvkString(ks.gvk), err)
 		}
+		w.handlers = append(w.handlers, reg)
 	}
 	w.watched = true
 	return nil
+}
+
+// HasSynced reports whether Watch has been called and the watcher's event
+// handlers have seen every informer's initial list: from then on the
+// series describe every object of the watched kinds. Stopping the cache
+// before that leaves a goroutine of controller-runtime's multi-namespace
+// cache waiting for ever (it waits for each handler to sync), so a program
+// or test that starts and soon stops a cache should wait for HasSynced
+// first, as for the informers' own.
+func (w *Watcher) HasSynced() bool {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if !w.watched {
+		return false
+	}
+	for _, h := range w.handlers {
+		if !h.HasSynced() {
+			return false
+		}
+	}
+	return true
 }
 
 // Start registers the watcher's collector on the registerer (default
