@@ -38,6 +38,11 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 					c := AddCleanupTo(w, o, func(int) {}, i) // marker: conc-cleanup-stopped
 					if i%10 == 3 {
 						c.Stop()
+						// Reachable across Stop, as runtime.Cleanup.Stop
+						// requires: otherwise the runtime may have queued
+						// the cleanup already, and it runs (and counts as
+						// executed, not cleared).
+						runtime.KeepAlive(o)
 					}
 				}
 			}

@@ -173,14 +173,19 @@ func TestClearingLeavesNothingOutstanding(t *testing.T) {
 	}
 	var got []int
 	var cleanups []Cleanup
-	for i := range 4 {
-		c := AddCleanupTo(w, &thing{}, func(arg int) { got = append(got, arg) }, 100+i) // marker: stopped
+	kept := make([]*thing, 4)
+	for i := range kept {
+		kept[i] = &thing{}
+		c := AddCleanupTo(w, kept[i], func(arg int) { got = append(got, arg) }, 100+i) // marker: stopped
 		cleanups = append(cleanups, c)
 	}
 	for _, c := range cleanups[:3] {
 		c.Stop()
 		c.Stop() // a second Stop changes nothing
 	}
+	// Reachable across Stop, as runtime.Cleanup.Stop requires; unreachable
+	// from here on, so that the fourth cleanup runs.
+	runtime.KeepAlive(kept)
 	things = nil
 	finLine := testkit.MarkerLine(t, "leak_test.go", "cleared")
 	cleanLine := testkit.MarkerLine(t, "leak_test.go", "stopped")
