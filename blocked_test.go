@@ -29,18 +29,6 @@ func blocker(w *finalizerwatch.Watcher, started chan<- struct{}, release <-chan 
 	})
 }
 
-// poll calls cond until it holds or within has passed.
-func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestBlockedFinalizerIsNamed: a watched finalizer blocks with 20 000
 // finalizers queued behind it. Within 2s of the 1s threshold the probe
 // names its site in a finalizer_blocked event, in Report and its text, in
@@ -67,7 +55,7 @@ func TestBlockedFinalizerIsNamed(t *testing.T) {
 	t.Cleanup(unblock)
 	blocker(w, started, release)
 	var begin time.Time
-	poll(t, 10*time.Second, "the blocking finalizer to run", func() bool {
+	testkit.Poll(t, 10*time.Second, "the blocking finalizer to run", func() bool {
 		runtime.GC()
 		select {
 		case <-started:
@@ -93,7 +81,7 @@ func TestBlockedFinalizerIsNamed(t *testing.T) {
 		return nil
 	}
 	// The threshold is 1s; named within 2s of it.
-	poll(t, probe.DefaultInterval+2*time.Second, "finalizer_blocked in Report", func() bool {
+	testkit.Poll(t, probe.DefaultInterval+2*time.Second, "finalizer_blocked in Report", func() bool {
 		return blocked(p.Report().Firing) != nil
 	})
 	t.Logf("finalizer_blocked fired %v after the finalizer began", time.Since(begin).Round(time.Millisecond))
@@ -112,11 +100,11 @@ func TestBlockedFinalizerIsNamed(t *testing.T) {
 	}
 	t.Logf("report:\n%s", text.String())
 
-	poll(t, 5*time.Second, "the log line", func() bool {
+	testkit.Poll(t, 5*time.Second, "the log line", func() bool {
 		return strings.Contains(logs.String(), `msg="gcprobe: detector firing" detector=finalizer_blocked`) &&
 			strings.Contains(logs.String(), site)
 	})
-	poll(t, 5*time.Second, "the span event", func() bool { return spanNamesSite(rec, site) })
+	testkit.Poll(t, 5*time.Second, "the span event", func() bool { return spanNamesSite(rec, site) })
 
 	fams, err := reg.Gather()
 	if err != nil {
@@ -140,7 +128,7 @@ func TestBlockedFinalizerIsNamed(t *testing.T) {
 	if !running || !firing {
 		t.Fatalf("/metrics: running series for the blocker %v, finalizer_blocked firing %v", running, firing)
 	}
-	poll(t, 5*time.Second, "finalizer_queue_stalled and queue_latency", func() bool {
+	testkit.Poll(t, 5*time.Second, "finalizer_queue_stalled and queue_latency", func() bool {
 		var stalled, late bool
 		for _, e := range p.Report().Firing {
 			stalled = stalled || e.Detector == memstats.DetectorQueueStalled
@@ -151,12 +139,12 @@ func TestBlockedFinalizerIsNamed(t *testing.T) {
 
 	unblock()
 	released := time.Now()
-	poll(t, 15*time.Second, "the queue to drain and the detectors to clear", func() bool {
+	testkit.Poll(t, 15*time.Second, "the queue to drain and the detectors to clear", func() bool {
 		r := p.Report()
 		return len(r.Firing) == 0 && r.GC.Finalizers.Length == 0
 	})
 	t.Logf("all clear %v after the release", time.Since(released).Round(time.Millisecond))
-	poll(t, 5*time.Second, "the clearing log line", func() bool {
+	testkit.Poll(t, 5*time.Second, "the clearing log line", func() bool {
 		return strings.Contains(logs.String(), `msg="gcprobe: detector cleared" detector=finalizer_blocked`)
 	})
 }

@@ -36,7 +36,7 @@ func TestDetectorEventsAreLogged(t *testing.T) {
 	const line = `level=WARN msg="gcprobe: detector firing" detector=forced_gc value=`
 
 	p := start()
-	poll(t, 10*time.Second, "forced_gc in slog's default logger", func() bool {
+	testkit.Poll(t, 10*time.Second, "forced_gc in slog's default logger", func() bool {
 		runtime.GC()
 		return strings.Contains(def.String(), line)
 	})
@@ -47,7 +47,7 @@ func TestDetectorEventsAreLogged(t *testing.T) {
 	n := len(def.String())
 	p = start(probe.WithLogger(slog.New(slog.NewTextHandler(&own, nil))))
 	defer p.Stop()
-	poll(t, 10*time.Second, "forced_gc in the given logger", func() bool {
+	testkit.Poll(t, 10*time.Second, "forced_gc in the given logger", func() bool {
 		runtime.GC()
 		return strings.Contains(own.String(), line)
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/internal/lifecycle/lifecycletest"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // The goroutines of the runtime that goleak v1.3.0 does not know (see
@@ -199,7 +200,7 @@ func TestStopWaitsForHandlers(t *testing.T) {
 			codes <- code
 		})
 	}
-	waitFor(t, 10*time.Second, "eight scrapes in the collector", func() bool { return slow.entered.Load() == inFlight })
+	testkit.Poll(t, 10*time.Second, "eight scrapes in the collector", func() bool { return slow.entered.Load() == inFlight })
 
 	stopped := make(chan error, 1)
 	go func() { stopped <- p.Stop() }()
@@ -238,17 +239,5 @@ func TestStopWaitsForHandlers(t *testing.T) {
 		if code, err := get(path); err != nil || code != http.StatusServiceUnavailable {
 			t.Errorf("%s after Stop: %d, %v; want 503", path, code, err)
 		}
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(time.Millisecond) // polling interval
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gcprobe/probe"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // rawScrape sends GET /metrics on c (keep-alive) and reads the answer.
@@ -89,7 +90,7 @@ func TestListenerBoundsConnections(t *testing.T) {
 			}
 			t.Logf("idle connection closed by the server after %v", took.Round(time.Millisecond))
 		}
-		waitFor(t, 10*time.Second, "the listener to hold no connection", func() bool { return p.OpenConns() == 0 })
+		testkit.Poll(t, 10*time.Second, "the listener to hold no connection", func() bool { return p.OpenConns() == 0 })
 	})
 
 	t.Run("connections beyond the cap wait", func(t *testing.T) {

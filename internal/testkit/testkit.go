@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // MarkerLine returns the line of file (relative to the test's package
@@ -74,5 +75,19 @@ func via(path uint, depth int, fn func()) {
 		ViaA(path>>1, depth-1, fn)
 	default:
 		ViaB(path>>1, depth-1, fn)
+	}
+}
+
+// Poll calls cond until it holds, and fails the test if it does not within
+// the given time. The short sleep between calls only paces the loop; the
+// deadline is what the test waits on.
+func Poll(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
