@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/queues"
 )
 
 // TestingT is the part of testing.TB that VerifyNone uses; *testing.T and
@@ -82,11 +83,11 @@ func (c *config) find() error {
 	for _, k := range finalizerwatch.Kinds {
 		clock0[k] = w.Cycles(k)
 	}
-	q := newQueueReader()
+	q := queues.NewReader()
 	var (
-		mark    queueCounts // queue counters read right after the last forced GC
-		forced  int         // GC cycles forced so far
-		settled bool        // every callback queued by the last forced GC has run
+		mark    queues.Counts // queue counters read right after the last forced GC
+		forced  int           // GC cycles forced so far
+		settled bool          // every callback queued by the last forced GC has run
 		backoff = minBackoff
 	)
 	for {
@@ -105,16 +106,16 @@ func (c *config) find() error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return c.timeout(cands, settled, mark, q.read(), elapsed(w, clock0, cands))
+			return c.timeout(cands, settled, mark, q.Read(), elapsed(w, clock0, cands))
 		}
 		switch {
 		case forced == 0 || settled:
 			runtime.GC()
 			forced++
-			mark = q.read()
+			mark = q.Read()
 			settled = false
 			backoff = minBackoff
-		case q.read().drainedSince(mark):
+		case q.Read().DrainedSince(mark):
 			settled = true
 		default:
 			// Polling, not synchronisation: the queues have no channel to
@@ -284,7 +285,7 @@ func (e *timeoutError) Error() string { return e.msg }
 // Unwrap makes errors.Is(err, context.DeadlineExceeded) hold.
 func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }
 
-func (c *config) timeout(cands []Leak, settled bool, mark, now queueCounts, clock uint64) error {
+func (c *config) timeout(cands []Leak, settled bool, mark, now queues.Counts, clock uint64) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "finalizertest: gave up after %v (WithDeadline) waiting for ", c.deadline)
 	switch {

@@ -5,13 +5,14 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gcprobe/probe/internal/queues"
 )
 
 // The side-by-side semantics test: every scenario runs once with the
@@ -103,47 +104,18 @@ func (o *outcome) String() string {
 // then dropped, to be collected and its later callbacks to run.
 func drain(t testing.TB) {
 	t.Helper()
-	r := newQueueReader()
+	r := queues.NewReader()
 	for range 4 {
 		runtime.GC()
-		mark := r.read()
+		mark := r.Read()
 		deadline := time.Now().Add(20 * time.Second)
-		for !r.read().drainedSince(mark) {
+		for !r.Read().DrainedSince(mark) {
 			if time.Now().After(deadline) {
 				t.Fatal("finalizer and cleanup queues did not drain in 20s")
 			}
 			time.Sleep(time.Millisecond) // polling: the callbacks run on other goroutines
 		}
 	}
-}
-
-// queueReader reads the runtime's finalizer and cleanup queue counters.
-// Both "executed" counters are bumped only after a whole block of callbacks
-// has returned.
-type queueReader struct{ s []metrics.Sample }
-
-func newQueueReader() *queueReader {
-	r := &queueReader{s: make([]metrics.Sample, 4)}
-	r.s[0].Name = "/gc/finalizers/queued:finalizers"
-	r.s[1].Name = "/gc/finalizers/executed:finalizers"
-	r.s[2].Name = "/gc/cleanups/queued:cleanups"
-	r.s[3].Name = "/gc/cleanups/executed:cleanups"
-	return r
-}
-
-type queueCounts [4]uint64
-
-func (r *queueReader) read() queueCounts {
-	metrics.Read(r.s)
-	var c queueCounts
-	for i := range r.s {
-		c[i] = r.s[i].Value.Uint64()
-	}
-	return c
-}
-
-func (c queueCounts) drainedSince(mark queueCounts) bool {
-	return c[1] >= mark[0] && c[3] >= mark[2]
 }
 
 // Types the scenarios use. big is never tiny-allocated; tiny is.
