@@ -56,6 +56,33 @@ func TestSetFinalizerBadArguments(t *testing.T) {
 	}
 }
 
+// TestSetFinalizerTypeCache checks that the cache of checked type pairs
+// (typeCache) accepts only the pair it checked: after a good registration,
+// the same object type with a bad finalizer type, and a bad object type
+// with the same finalizer type, still panic, however many pairs were seen
+// in between (slots are shared by pairs that hash alike).
+func TestSetFinalizerTypeCache(t *testing.T) {
+	w := newWatcher(t)
+	good := func(*thing) {}
+	for round := range 3 {
+		o := &thing{}
+		w.SetFinalizer(o, good)
+		w.SetFinalizer(o, nil)
+		if got, want := panicMessage(func() { w.SetFinalizer(&thing{}, func(*otherThing) {}) }), "finalizerwatch.SetFinalizer: cannot pass *finalizerwatch.thing to finalizer func(*finalizerwatch.otherThing)"; got != want {
+			t.Fatalf("round %d: panic %q, want %q", round, got, want)
+		}
+		if got, want := panicMessage(func() { w.SetFinalizer(&otherThing{}, good) }), "finalizerwatch.SetFinalizer: cannot pass *finalizerwatch.otherThing to finalizer func(*finalizerwatch.thing)"; got != want {
+			t.Fatalf("round %d: panic %q, want %q", round, got, want)
+		}
+		if got, want := panicMessage(func() { w.SetFinalizer((*thing)(nil), good) }), "finalizerwatch.SetFinalizer: first argument is a nil *finalizerwatch.thing"; got != want {
+			t.Fatalf("round %d: panic %q, want %q", round, got, want)
+		}
+	}
+	if tot := w.Totals(KindFinalizer); tot.Registered != 3 || tot.Cleared != 3 {
+		t.Fatalf("totals %+v, want 3 registered and cleared", tot)
+	}
+}
+
 func TestAddCleanupBadArguments(t *testing.T) {
 	w := newWatcher(t)
 	o := &thing{}

@@ -70,10 +70,10 @@ func runCleanup(r runner) { r.run() }
 
 func (r *cleanupRec[S]) run() {
 	s := r.h.site
-	start := time.Now()
+	start := monoNow()
 	tok := s.begin(start)
 	r.fn(r.arg)
-	d := time.Since(start)
+	d := time.Duration(monoNow() - start)
 	s.end(tok)
 	switch {
 	case r.h.state.CompareAndSwap(cleanupPending, cleanupRan):

@@ -274,3 +274,35 @@ func TestNothingKeptAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestFullSiteTableCountsUnderOverflow checks that once the site table is
+// full, registrations from new lines are counted under the overflow entry,
+// exactly, without capturing or keeping their stacks.
+func TestFullSiteTableCountsUnderOverflow(t *testing.T) {
+	w := newWatcher(t, WithMaxSites(1))
+	keep := make([]*thing, 0, 4)
+	reg := func() { // one line: takes the only site
+		o := &thing{}
+		w.SetFinalizer(o, func(*thing) {})
+		keep = append(keep, o)
+	}
+	reg()
+	stacks := w.stacks.Len()
+	for range 3 {
+		o := &thing{}
+		w.SetFinalizer(o, func(*thing) {}) // a second line: no room
+		keep = append(keep, o)
+	}
+	if ov := w.Overflow(); ov.Sites != 3 {
+		t.Fatalf("overflow counted %d registrations, want 3", ov.Sites)
+	}
+	if got := w.stacks.Len(); got != stacks {
+		t.Fatalf("stacks kept went from %d to %d: a registration with no room for its site captured its stack", stacks, got)
+	}
+	for _, o := range keep {
+		w.SetFinalizer(o, nil)
+	}
+	if tot := w.Totals(KindFinalizer); tot.Registered != 4 || tot.Cleared != 4 || tot.Outstanding != 0 {
+		t.Fatalf("totals %+v, want 4 registered and cleared", tot)
+	}
+}

@@ -9,14 +9,19 @@ import (
 )
 
 // clockBase is the origin of the times a site records for its running
-// callback: time.Since(clockBase) reads the monotonic clock.
+// callback.
 var clockBase = time.Now()
 
-// begin records that a callback at s started at start, unless one is
-// running there already (cleanups may run concurrently): then the earlier
-// one stays the one reported. It returns the token end takes.
-func (s *site) begin(start time.Time) int64 {
-	t := int64(start.Sub(clockBase)) | 1 // never 0, which means none
+// monoNow reads the monotonic clock, in nanoseconds since clockBase. It is
+// time.Since, which reads only the monotonic clock, where time.Now reads
+// the wall clock too: one clock read instead of two.
+func monoNow() int64 { return int64(time.Since(clockBase)) }
+
+// begin records that a callback at s started at start (monoNow), unless
+// one is running there already (cleanups may run concurrently): then the
+// earlier one stays the one reported. It returns the token end takes.
+func (s *site) begin(start int64) int64 {
+	t := start | 1 // never 0, which means none
 	if s.running.CompareAndSwap(0, t) {
 		return t
 	}
@@ -46,7 +51,7 @@ type RunningCallback struct {
 // first), the longest running first. It reads every site of the ledger.
 func (w *Watcher) Running() []RunningCallback {
 	w.init()
-	now := int64(time.Since(clockBase))
+	now := monoNow()
 	var out []RunningCallback
 	add := func(s *site) {
 		if t := s.running.Load(); t != 0 {

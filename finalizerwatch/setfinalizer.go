@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -77,6 +78,13 @@ var zeroBase = reflect.New(reflect.TypeFor[struct{}]()).Pointer()
 //go:noinline
 func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 	const fn = "finalizerwatch.SetFinalizer"
+	addr := uintptr(dataOf(&obj))
+	if finalizer != nil && addr != 0 {
+		if c, ok := callCache.get(&obj, &finalizer); ok {
+			w.set(obj, finalizer, addr, c, pc)
+			return
+		}
+	}
 	if obj == nil {
 		panic(fn + ": first argument is nil")
 	}
@@ -84,7 +92,6 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 	if ot.Kind() != reflect.Pointer {
 		panic(fn + ": first argument is " + ot.String() + ", not pointer")
 	}
-	addr := uintptr(dataOf(&obj))
 	if addr == 0 {
 		// The runtime throws "pointer not in allocated block".
 		panic(fn + ": first argument is a nil " + ot.String())
@@ -98,6 +105,15 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 		return
 	}
 	call := finalizerCall(fn, ot, finalizer)
+	callCache.put(&obj, &finalizer, call)
+	w.set(obj, finalizer, addr, call, pc)
+}
+
+// set registers finalizer, whose arguments passed finalizerCall's checks,
+// on obj at addr.
+//
+//go:noinline
+func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintptr) {
 	if checkFinalizers() {
 		verifyFinalizer(obj, finalizer)
 	}
@@ -106,7 +122,7 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 		return
 	}
 	w.init()
-	s := w.siteFor(KindFinalizer, pc, 2)
+	s := w.siteFor(KindFinalizer, pc, 3)
 	cyc := w.account(s)
 	if old, replaced := objs.put(addr, finEntry{site: s, fin: finalizer, cyc: cyc, call: call}); replaced {
 		// A finalizer set through finalizerwatch may still be set on obj
@@ -142,6 +158,44 @@ func verifyFinalizer(obj, finalizer any) {
 	f := *(*func(uintptr))(unsafe.Pointer(&fv)) // never called
 	runtime.AddCleanup((*byte)(dataOf(&obj)), f, 0).Stop()
 	runtime.KeepAlive(obj)
+}
+
+// typeCache remembers, for pairs of an object type and a finalizer type
+// that passed finalizerCall, how to call the finalizer, so that a
+// registration with types seen before makes no reflection calls. It is a
+// fixed array of immutable entries replaced whole: bounded, and read with
+// one atomic load. Two pairs that hash alike take turns in a slot.
+type typeCache struct {
+	slots [256]atomic.Pointer[typePair]
+}
+
+type typePair struct {
+	obj, fin unsafe.Pointer // the interfaces' type words
+	call     callKind
+}
+
+var callCache typeCache
+
+func typeWord(x *any) unsafe.Pointer { return (*eface)(unsafe.Pointer(x)).typ }
+
+func (c *typeCache) slot(ot, ft unsafe.Pointer) *atomic.Pointer[typePair] {
+	h := (uint64(uintptr(ot))*0x9e3779b97f4a7c15 ^ uint64(uintptr(ft))) * 0x9e3779b97f4a7c15
+	return &c.slots[h>>(64-8)]
+}
+
+// get returns the call kind of obj's and finalizer's types if the pair was
+// checked before.
+func (c *typeCache) get(obj, finalizer *any) (callKind, bool) {
+	ot, ft := typeWord(obj), typeWord(finalizer)
+	if p := c.slot(ot, ft).Load(); p != nil && p.obj == ot && p.fin == ft {
+		return p.call, true
+	}
+	return 0, false
+}
+
+func (c *typeCache) put(obj, finalizer *any, call callKind) {
+	ot, ft := typeWord(obj), typeWord(finalizer)
+	c.slot(ot, ft).Store(&typePair{obj: ot, fin: ft, call: call})
 }
 
 // finalizerCall checks finalizer the way runtime.SetFinalizer does, but
@@ -184,7 +238,7 @@ func runFinalizer(obj any) {
 	if !ok {
 		return // cannot happen: the entry lives as long as the finalizer
 	}
-	start := time.Now()
+	start := monoNow()
 	tok := e.site.begin(start)
 	switch e.call {
 	case callAny:
@@ -198,7 +252,7 @@ func runFinalizer(obj any) {
 	default:
 		reflect.ValueOf(e.fin).Call([]reflect.Value{reflect.ValueOf(obj)})
 	}
-	d := time.Since(start)
+	d := time.Duration(monoNow() - start)
 	e.site.end(tok)
 	e.site.executed.Add(1)
 	e.site.done(e.cyc)

@@ -179,6 +179,11 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 	h := stackcapture.HashPC(pc) ^ uint64(k)
 	s := w.sites.Get(h, key)
 	if s == nil {
+		if w.sites.Len() >= w.sites.Limit() {
+			// The table is full: the registration is counted under the
+			// overflow site, and capturing its stack would be wasted.
+			return &w.overflow[k]
+		}
 		// First registration through this PC. The caller's frame is a
 		// wrapper when the user called through a method value or
 		// reflection (the method value's -fm wrapper, runtime.call32):
