@@ -27,9 +27,17 @@ type Cleanup struct {
 // once it runs. Stop on the zero Cleanup does nothing.
 func (c Cleanup) Stop() {
 	c.c.Stop()
-	if c.h != nil && c.h.state.CompareAndSwap(cleanupPending, cleanupStopped) {
-		c.h.site.cleared.Add(1)
-		c.h.site.done(c.h.cyc)
+	if c.h == nil {
+		return
+	}
+	f := c.h.state.Load() & cleanupSampled
+	if c.h.state.CompareAndSwap(cleanupPending|f, cleanupStopped|f) {
+		s := c.h.site()
+		s.cleared.Add(1)
+		s.done(c.h.cyc)
+		if smp := c.h.sample(); smp != nil {
+			smp.cleared.Add(1)
+		}
 	}
 }
 
@@ -43,12 +51,30 @@ const (
 	cleanupPending uint32 = iota
 	cleanupRan
 	cleanupStopped
+
+	// cleanupSampled is a flag beside the state: the registration was
+	// sampled, and ref is its *stackSample (see sample.go).
+	cleanupSampled uint32 = 1 << 8
 )
 
 type cleanupHeader struct {
-	site  *site
+	ref   unsafe.Pointer // *site, or *stackSample if sampled
 	cyc   uint32
 	state atomic.Uint32
+}
+
+func (h *cleanupHeader) sample() *stackSample {
+	if h.state.Load()&cleanupSampled != 0 {
+		return (*stackSample)(h.ref)
+	}
+	return nil
+}
+
+func (h *cleanupHeader) site() *site {
+	if smp := h.sample(); smp != nil {
+		return smp.site
+	}
+	return (*site)(h.ref)
 }
 
 // cleanupRec is the one allocation a registration makes: the runtime holds
@@ -69,23 +95,31 @@ type runner interface{ run() }
 func runCleanup(r runner) { r.run() }
 
 func (r *cleanupRec[S]) run() {
-	s := r.h.site
+	s := r.h.site()
+	smp := r.h.sample()
+	f := r.h.state.Load() & cleanupSampled
 	start := monoNow()
 	tok := s.begin(start)
 	r.fn(r.arg)
 	d := time.Duration(monoNow() - start)
 	s.end(tok)
 	switch {
-	case r.h.state.CompareAndSwap(cleanupPending, cleanupRan):
+	case r.h.state.CompareAndSwap(cleanupPending|f, cleanupRan|f):
 		s.executed.Add(1)
 		s.done(r.h.cyc)
-	case r.h.state.CompareAndSwap(cleanupStopped, cleanupRan):
+	case r.h.state.CompareAndSwap(cleanupStopped|f, cleanupRan|f):
 		// Stop came after the runtime had queued the cleanup: it did not
 		// stop it. Stop already took it off the outstanding ages.
 		s.executed.Add(1)
 		s.cleared.Add(^uint64(0))
+		if smp != nil {
+			smp.cleared.Add(^uint64(0))
+		}
 	default:
 		return // cannot happen: the runtime runs a cleanup once
+	}
+	if smp != nil {
+		smp.executed.Add(1)
 	}
 	s.dur.observe(d)
 }
@@ -145,13 +179,19 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 		s.checked.Store(true)
 	}
 	r := &cleanupRec[S]{fn: cleanup, arg: arg}
-	r.h.site = s
+	var smp *stackSample
+	if w.sampled() {
+		if smp = w.sample(s, 2); smp != nil {
+			r.h.state.Store(cleanupPending | cleanupSampled)
+		}
+	}
+	r.h.ref = entryRef(s, smp)
 	// Counted before the runtime call: once AddCleanup returns, ptr may be
 	// collected and the cleanup run before this function goes on.
 	r.h.cyc = w.account(s)
 	defer func() {
 		if p := recover(); p != nil {
-			w.unaccount(s, r.h.cyc)
+			w.unaccount(s, smp, r.h.cyc)
 			panic(renamePanic(fn, p))
 		}
 	}()
@@ -159,7 +199,7 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 	if rc == (runtime.Cleanup{}) {
 		// The runtime registered nothing (ptr is not a heap object: a
 		// global, or a zero-size object): neither does the ledger.
-		w.unaccount(s, r.h.cyc)
+		w.unaccount(s, smp, r.h.cyc)
 		return Cleanup{}
 	}
 	return Cleanup{c: rc, h: &r.h}

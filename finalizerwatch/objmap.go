@@ -2,6 +2,7 @@ package finalizerwatch
 
 import (
 	"sync"
+	"unsafe"
 )
 
 // objMap finds the ledger entry of an object's finalizer by the object's
@@ -56,10 +57,37 @@ type objSlot struct {
 // finEntry is what the finalizer wrapper needs when the object's finalizer
 // runs or is cleared. The site knows its Watcher.
 type finEntry struct {
-	site *site
+	// ref is the registration's *site, or its *stackSample if call has
+	// callSampled set (see sample.go).
+	ref  unsafe.Pointer
 	fin  any // the user's finalizer
 	cyc  uint32
 	call callKind
+}
+
+// site returns the site the registration is counted at.
+func (e *finEntry) site() *site {
+	if e.call&callSampled != 0 {
+		return (*stackSample)(e.ref).site
+	}
+	return (*site)(e.ref)
+}
+
+// sample returns the registration's sampled stack, or nil.
+func (e *finEntry) sample() *stackSample {
+	if e.call&callSampled != 0 {
+		return (*stackSample)(e.ref)
+	}
+	return nil
+}
+
+// entryRef returns what a finEntry or cleanupHeader of a registration at s,
+// sampled as smp (nil if not sampled), points to.
+func entryRef(s *site, smp *stackSample) unsafe.Pointer {
+	if smp != nil {
+		return unsafe.Pointer(smp)
+	}
+	return unsafe.Pointer(s)
 }
 
 // objHash is Fibonacci hashing: the top bits of the product choose the
@@ -179,7 +207,7 @@ func (m *objMap) count(w *Watcher) int {
 		s := &m.shards[i]
 		s.mu.Lock()
 		for _, sl := range s.slots {
-			if sl.addr != 0 && sl.e.site.w == w {
+			if sl.addr != 0 && sl.e.site().w == w {
 				n++
 			}
 		}

@@ -47,7 +47,9 @@ type randomModel struct {
 func TestRandomizedAgainstTheRuntime(t *testing.T) {
 	const goroutines = 4
 	ops := randomOps / goroutines
-	w := newWatcher(t)
+	// A third of the registrations sample their stacks: the flagged
+	// records take every path too.
+	w := newWatcher(t, WithStackSampleRate(3))
 
 	var watchedRan, rawRan, cleanupRan, rawCleanupRan atomic.Int64
 	var revivedMu sync.Mutex
@@ -205,6 +207,26 @@ func TestRandomizedAgainstTheRuntime(t *testing.T) {
 	}
 	if cl.Outstanding != 0 || cl.Cleared != uint64(want.stops) || cl.Executed != uint64(cleanupRan.Load()) {
 		t.Errorf("cleanups %+v: want 0 outstanding, %d cleared, %d executed", cl, want.stops, cleanupRan.Load())
+	}
+	// The sampled stacks add up the same way: every sampled cleanup ran or
+	// was stopped, and no more finalizers are outstanding under stacks
+	// than at their sites (the estimates are scaled alike).
+	var smpFin, smpCl StackSample
+	for _, s := range w.StackSamples(KindFinalizer) {
+		smpFin.Registered += s.Registered
+		smpFin.Outstanding += s.Outstanding
+	}
+	for _, s := range w.StackSamples(KindCleanup) {
+		smpCl.Registered += s.Registered
+		smpCl.Executed += s.Executed
+		smpCl.Cleared += s.Cleared
+		smpCl.Outstanding += s.Outstanding
+	}
+	if smpCl.Outstanding != 0 || smpCl.Executed+smpCl.Cleared != smpCl.Registered || smpCl.Registered == 0 {
+		t.Errorf("sampled cleanups %+v: want every one executed or cleared", smpCl)
+	}
+	if smpFin.Registered == 0 || smpFin.Outstanding > 3*fin.Outstanding {
+		t.Errorf("sampled finalizers: %d registered, %d outstanding; sites %d outstanding", smpFin.Registered, smpFin.Outstanding, fin.Outstanding)
 	}
 	if want.staled == 0 || want.replaced == 0 || fin.ClearedOutside == 0 || watchedRan.Load() == 0 || rawRan.Load() == 0 {
 		t.Errorf("the mix missed a case: %+v", want)

@@ -60,6 +60,10 @@ const (
 	callAny     callKind = iota // func(any)
 	callPointer                 // func(*T) with no results: called as func(unsafe.Pointer)
 	callReflect                 // anything else the runtime accepts
+
+	// callSampled marks a finEntry whose registration was sampled: its ref
+	// is a *stackSample (see sample.go).
+	callSampled callKind = 0x80
 )
 
 type eface struct {
@@ -98,8 +102,7 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 	}
 	if finalizer == nil {
 		if e, ok := objs.take(addr); ok {
-			e.site.cleared.Add(1)
-			e.site.done(e.cyc)
+			e.cleared()
 		}
 		runtime.SetFinalizer(obj, nil)
 		return
@@ -123,17 +126,32 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 	}
 	w.init()
 	s := w.siteFor(KindFinalizer, pc, 3)
+	var smp *stackSample
+	if w.sampled() {
+		if smp = w.sample(s, 3); smp != nil {
+			call |= callSampled
+		}
+	}
 	cyc := w.account(s)
-	if old, replaced := objs.put(addr, finEntry{site: s, fin: finalizer, cyc: cyc, call: call}); replaced {
+	if old, replaced := objs.put(addr, finEntry{ref: entryRef(s, smp), fin: finalizer, cyc: cyc, call: call}); replaced {
 		// A finalizer set through finalizerwatch may still be set on obj
 		// (see SetFinalizer): clear it, or the runtime would end the
 		// program. If it was cleared directly, this does nothing.
 		runtime.SetFinalizer(obj, nil)
-		old.site.cleared.Add(1)
-		old.site.clearedOutside.Add(1)
-		old.site.done(old.cyc)
+		old.site().clearedOutside.Add(1)
+		old.cleared()
 	}
 	runtime.SetFinalizer(obj, runFinalizer)
+}
+
+// cleared counts the entry's registration as cleared.
+func (e *finEntry) cleared() {
+	s := e.site()
+	s.cleared.Add(1)
+	s.done(e.cyc)
+	if smp := e.sample(); smp != nil {
+		smp.cleared.Add(1)
+	}
 }
 
 // verifyFinalizer panics if finalizer is a closure that holds a pointer
@@ -239,8 +257,9 @@ func runFinalizer(obj any) {
 		return // cannot happen: the entry lives as long as the finalizer
 	}
 	start := monoNow()
-	tok := e.site.begin(start)
-	switch e.call {
+	site := e.site()
+	tok := site.begin(start)
+	switch e.call &^ callSampled {
 	case callAny:
 		e.fin.(func(any))(obj)
 	case callPointer:
@@ -253,8 +272,11 @@ func runFinalizer(obj any) {
 		reflect.ValueOf(e.fin).Call([]reflect.Value{reflect.ValueOf(obj)})
 	}
 	d := time.Duration(monoNow() - start)
-	e.site.end(tok)
-	e.site.executed.Add(1)
-	e.site.done(e.cyc)
-	e.site.dur.observe(d)
+	site.end(tok)
+	site.executed.Add(1)
+	site.done(e.cyc)
+	site.dur.observe(d)
+	if smp := e.sample(); smp != nil {
+		smp.executed.Add(1)
+	}
 }

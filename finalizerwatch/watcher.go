@@ -35,6 +35,12 @@ type Watcher struct {
 	cycles [numKinds]atomic.Uint32
 	closed atomic.Bool
 	full   atomic.Bool // capture every registration's full stack
+
+	// Sampled full stacks (sample.go): the rate, the bound a random draw
+	// must fall under, and the table of sampled stacks.
+	sampleRate  atomic.Int64
+	sampleBelow atomic.Uint64
+	samples     *bounded.Map[sampleKey, stackSample]
 }
 
 // Default is the Watcher behind the package-level SetFinalizer and
@@ -57,6 +63,7 @@ func New(opts ...Option) (*Watcher, error) {
 		return nil, err
 	}
 	w.full.Store(w.cfg.fullStacks)
+	w.SetStackSampleRate(w.cfg.stackSampleRate)
 	return w, nil
 }
 
@@ -65,6 +72,7 @@ func (w *Watcher) init() {
 	w.initOnce.Do(func() {
 		w.sites = bounded.New[siteKey, site](w.cfg.maxSites)
 		w.stacks, _ = stackcapture.NewTable(stackcapture.WithLimit(w.cfg.maxStacks))
+		w.samples = newSampleTable(w.cfg.maxStacks)
 		w.stackEntries = w.cfg.maxSites - w.cfg.maxSites/8
 		for _, k := range Kinds {
 			w.overflow[k].w, w.overflow[k].kind = w, k
@@ -248,8 +256,12 @@ func (w *Watcher) account(s *site) uint32 {
 	return cyc
 }
 
-// unaccount undoes account for a registration the runtime refused.
-func (w *Watcher) unaccount(s *site, cyc uint32) {
+// unaccount undoes account, and the sample's count, for a registration
+// the runtime refused.
+func (w *Watcher) unaccount(s *site, smp *stackSample, cyc uint32) {
+	if smp != nil {
+		smp.registered.Add(^uint64(0))
+	}
 	s.registered.Add(^uint64(0))
 	s.ages.remove(cyc, w.cycles[s.kind].Load())
 }
