@@ -47,3 +47,85 @@ func TestObjMapAgainstModel(t *testing.T) {
 }
 
 func addrOf(o *obj32) uintptr { x := any(o); return uintptr(dataOf(&x)) }
+
+// TestObjMapProbeLengths checks that placing neighbouring addresses in
+// neighbouring slots (see objHash) keeps probe sequences short for the
+// address patterns programs make: objects allocated one after another, of
+// several sizes, and addresses scattered at random.
+func TestObjMapProbeLengths(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct {
+		name  string
+		addrs func(i int) uintptr
+	}{
+		{"consecutive 8-byte", func(i int) uintptr { return 0xc000000000 + 8*uintptr(i) }},
+		{"consecutive 16-byte", func(i int) uintptr { return 0xc000000000 + 16*uintptr(i) }},
+		{"consecutive 48-byte", func(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }},
+		{"every other 16-byte, in 8 KiB spans far apart", func(i int) uintptr {
+			return 0xc000000000 + uintptr(i/256)<<20 + 32*uintptr(i%256)
+		}},
+		{"random 16-byte aligned", func(int) uintptr { return 0xc000000000 + 16*uintptr(r.IntN(1<<26)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m objMap
+			const n = 200_000
+			seen := map[uintptr]bool{}
+			for i := range n {
+				a := tc.addrs(i)
+				if !seen[a] {
+					seen[a] = true
+					m.put(a, finEntry{})
+				}
+			}
+			var sum, worst int
+			for i := range m.shards {
+				s := &m.shards[i]
+				mask := len(s.slots) - 1
+				for j, sl := range s.slots {
+					if sl.addr == 0 {
+						continue
+					}
+					d := (j - s.home(sl.addr, objHash(sl.addr))) & mask
+					sum += d
+					worst = max(worst, d)
+				}
+			}
+			mean := float64(sum) / float64(len(seen))
+			t.Logf("%d entries: mean displacement %.2f slots, worst %d", len(seen), mean, worst)
+			if mean > 2 || worst > 4*chunkSlots {
+				t.Fatalf("%d entries: mean displacement %.2f slots, worst %d; want at most 2 and %d", len(seen), mean, worst, 4*chunkSlots)
+			}
+		})
+	}
+}
+
+// TestObjMapNeighboursShareCacheLines checks the point of objHash's layout:
+// objects allocated one after another have their entries side by side.
+func TestObjMapNeighboursShareCacheLines(t *testing.T) {
+	var m objMap
+	const n = 100_000
+	addr := func(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }
+	for i := range n {
+		m.put(addr(i), finEntry{})
+	}
+	slotOf := func(a uintptr) (*objShard, int) {
+		h := objHash(a)
+		s := m.shard(h)
+		i := s.home(a, h)
+		for s.slots[i].addr != a {
+			i = (i + 1) & (len(s.slots) - 1)
+		}
+		return s, i
+	}
+	near := 0
+	for i := range n - 1 {
+		s1, j1 := slotOf(addr(i))
+		s2, j2 := slotOf(addr(i + 1))
+		if s1 == s2 && j2-j1 >= 0 && j2-j1 <= 8 {
+			near++
+		}
+	}
+	if frac := float64(near) / (n - 1); frac < 0.9 {
+		t.Fatalf("%.0f%% of consecutive objects have entries within 8 slots of each other, want at least 90%%", 100*frac)
+	}
+}
