@@ -3,6 +3,7 @@ package stackcapture
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -17,7 +18,24 @@ var (
 	calibrateOnce sync.Once
 	fpHops        int  // frames to step over before CallerPC's own frame
 	fpUsable      bool // the walk agreed with runtime.Callers
+
+	fpOff atomic.Bool // SetFramePointerWalk(false)
 )
+
+// SetFramePointerWalk turns frame-pointer unwinding in CallerPC and
+// Callers on or off for the whole process and returns the previous
+// setting. It is on by default; off, both use runtime.Callers (whose
+// unwinder reads the binary's unwind tables), the reference their results
+// are checked against. It cannot turn the walk on where calibration found
+// it unusable: FramePointerWalk reports whether it is in use.
+func SetFramePointerWalk(on bool) (was bool) {
+	return !fpOff.Swap(!on)
+}
+
+// FramePointerWalk reports whether Callers walks frame pointers: the
+// architecture has them, calibration against runtime.Callers succeeded
+// and SetFramePointerWalk has not turned the walk off.
+func FramePointerWalk() bool { return callersFPEnabled() }
 
 func calibrate() {
 	if !haveFramePointers {
@@ -77,7 +95,8 @@ func fpWalk(hops, skip int) uintptr {
 // and symbolizes to the calling line, inlined functions expanded.
 //
 // Where frame pointers can be trusted (amd64 and arm64, checked once
-// against runtime.Callers) it costs a few nanoseconds; elsewhere it falls
+// against runtime.Callers, and not turned off by SetFramePointerWalk) it
+// costs a few nanoseconds; elsewhere it falls
 // back to runtime.Callers. It returns 0 if the stack is shallower than skip.
 //
 //go:noinline
@@ -86,7 +105,7 @@ func CallerPC(skip int) uintptr {
 		panic("stackcapture.CallerPC: negative skip")
 	}
 	calibrateOnce.Do(calibrate)
-	if fpUsable {
+	if fpUsable && !fpOff.Load() {
 		// +1 steps from CallerPC's frame to its caller's.
 		return fpWalk(fpHops, skip+1)
 	}
@@ -99,14 +118,40 @@ func CallerPC(skip int) uintptr {
 }
 
 // Callers fills pcs with the return program counters of the calling
-// goroutine's stack, starting skip levels up (skip 0 is the function
-// calling Callers), and returns how many it wrote. It uses
-// runtime.Callers, whose unwinder is safe across cgo and assembly frames.
+// goroutine's stack, starting skip levels up, and returns how many it
+// wrote. Frames are counted as runtime.Callers counts them: skip 0 is the
+// function calling Callers, inlined calls count as frames and the wrappers
+// runtime.Callers hides (method values, go and defer statements, method
+// wrappers) are hidden here too.
+//
+// The result is equivalent to runtime.Callers(skip+1, pcs) called at the
+// same place: runtime.CallersFrames expands both into the same frames
+// (function, file and line), down to runtime.goexit at the bottom of the
+// goroutine, and a stack deeper than len(pcs) is cut after the same frame.
+// The PCs themselves may differ: where frame pointers can be trusted (see
+// SetFramePointerWalk) the result holds one return address per physical
+// frame, which runtime.CallersFrames expands into the frames inlined at
+// that call, where runtime.Callers writes one PC per logical frame.
+// Consumers must symbolize through runtime.CallersFrames (as Table does),
+// not count PCs.
+//
+// The frame-pointer walk costs a few nanoseconds per frame; whenever it
+// cannot vouch for a frame (a cgo callback, a signal-injected call, a
+// system stack switch, anything outside Go text) or its result could not
+// be written equivalently, Callers uses runtime.Callers instead.
 //
 //go:noinline
 func Callers(skip int, pcs []uintptr) int {
 	if skip < 0 {
 		panic("stackcapture.Callers: negative skip")
+	}
+	if len(pcs) == 0 {
+		return 0
+	}
+	if callersFPEnabled() {
+		if n, ok := callersFP(skip, pcs); ok {
+			return n
+		}
 	}
 	// 0 runtime.Callers, 1 Callers, 2 Callers's caller.
 	return runtime.Callers(skip+2, pcs)

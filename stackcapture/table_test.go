@@ -1,6 +1,7 @@
 package stackcapture
 
 import (
+	"math"
 	"runtime"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ func TestSiteSkipsRuntimeAndLibraryFrames(t *testing.T) {
 }
 
 func TestNewTableRejectsBadLimit(t *testing.T) {
-	for _, n := range []int{0, -1, MaxLimit + 1, 1 << 40, 1 << 61} {
+	for _, n := range []int{0, -1, MaxLimit + 1, MaxLimit * 4, math.MaxInt} {
 		if _, err := NewTable(WithLimit(n)); err == nil || !strings.Contains(err.Error(), "WithLimit") {
 			t.Errorf("WithLimit(%d): err = %v", n, err)
 		}
