@@ -29,8 +29,12 @@ import (
 //	AddCleanup/shape=S/mode=M    addstop, churn, keepalive, likewise
 //	                             M: raw (the runtime), watched (a Watcher with
 //	                             default options), fullstacks
-//	FinalizerRun, CleanupRun     end to end per object: register a batch,
-//	                             drop it, runtime.GC, wait until all ran
+//	FinalizerRun, CleanupRun     end to end per object (an op is one
+//	                             object): register a batch, drop it,
+//	                             runtime.GC, wait until all ran
+//	Overflow/site=S              set+clear on a live object at a site that
+//	                             is in the ledger (intable) or that did not
+//	                             fit in a full site table (overflow)
 //	SamplerRound                 one memstats.Sampler.Sample
 //	Gather/collector=go          client_golang's default Go collector
 //	Gather/collector=gcprobe/... the gcprobe collector over a ledger of
@@ -74,6 +78,11 @@ var watchModes = []struct {
 	{"raw", nil},
 	{"watched", []finalizerwatch.Option{}},
 	{"fullstacks", []finalizerwatch.Option{finalizerwatch.WithFullStacks(true)}},
+	// TODO(sampled stacks): once finalizerwatch.WithStackSampleRate exists,
+	// add the default sampled mode here:
+	//	{"sampled", []finalizerwatch.Option{finalizerwatch.WithStackSampleRate(n)}},
+	// internal/ratios already has its rows (mode=sampled, goal <= 1.3×) and
+	// prints them as soon as the results contain them.
 }
 
 func newWatcher(tb testing.TB, opts ...finalizerwatch.Option) *finalizerwatch.Watcher {
@@ -248,6 +257,51 @@ func benchAddKeepAlive[C cleanupHandle](b *testing.B, add func(*microObj) C) {
 		done += k
 	}
 	runtime.KeepAlive(objs)
+}
+
+// BenchmarkOverflow is set+clear on a live object, as in
+// SetFinalizer/shape=setclear/mode=watched, at a call site that has its own
+// ledger entry (site=intable) or that came after the site table filled up
+// and is counted under the overflow entry (site=overflow). The two differ
+// only in WithMaxSites: 2, or 1 with the one entry taken by another line
+// first. A registration that does not fit must cost no more than one that
+// does, or a program with many sites pays most where it is already
+// largest.
+func BenchmarkOverflow(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		maxSites int
+		overflow bool
+	}{
+		{"intable", 2, false},
+		{"overflow", 1, true},
+	} {
+		b.Run("site="+tc.name, func(b *testing.B) {
+			w := newWatcher(b, finalizerwatch.WithMaxSites(tc.maxSites))
+			filler := &microObj{}
+			w.SetFinalizer(filler, noopFinalizer) // takes the first entry
+			o := &microObj{}
+			setClear := func() {
+				w.SetFinalizer(o, noopFinalizer)
+				w.SetFinalizer(o, nil)
+			}
+			// One registration first, untimed: in the table it makes the
+			// site's entry; and it shows where the line is counted.
+			before := w.Overflow().Sites
+			atDepth(stackDepth, setClear)
+			if got := w.Overflow().Sites > before; got != tc.overflow {
+				b.Fatalf("registration counted under the overflow site: %v, want %v", got, tc.overflow)
+			}
+			b.ReportAllocs()
+			atDepth(stackDepth, func() {
+				for b.Loop() {
+					setClear()
+				}
+			})
+			w.SetFinalizer(filler, nil)
+			runtime.KeepAlive(filler)
+		})
+	}
 }
 
 // runBatch is the most objects FinalizerRun and CleanupRun have
@@ -434,7 +488,7 @@ func (l ledgerShape) name() string {
 	return fmt.Sprintf("sites=%d", l.n)
 }
 
-var ledgerShapes = []ledgerShape{{false, 1}, {false, 1000}, {false, 10_000}, {true, 10_000}}
+var ledgerShapes = []ledgerShape{{false, 1}, {false, 300}, {false, 1000}, {false, 10_000}, {true, 10_000}}
 
 // plantLedger returns a watcher whose ledger has l's entries, each with
 // registrations outstanding over several GC cycles (so that ages and

@@ -1,13 +1,13 @@
 package finalizerwatch
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
 	"weak"
 
 	"github.com/gcprobe/probe/internal/bounded"
+	"github.com/gcprobe/probe/internal/gcclock"
 	"github.com/gcprobe/probe/stackcapture"
 )
 
@@ -15,9 +15,10 @@ import (
 // it. Its zero value is not usable; call New, or use Default through the
 // package-level functions.
 //
-// A Watcher starts no goroutine. It learns of GC cycles from two sentinel
-// objects, one with a finalizer and one with a cleanup, that re-arm
-// themselves each time they run; Close stops them.
+// A Watcher starts no goroutine. It learns of GC cycles from the process's
+// one GC-cycle clock (internal/gcclock: a sentinel object with a finalizer
+// and one with a cleanup, re-arming themselves each time they run), shared
+// with memstats; Close stops the watcher's count of them.
 type Watcher struct {
 	cfg config
 
@@ -29,10 +30,14 @@ type Watcher struct {
 	stackEntries int
 
 	// cycles[k] counts the GC cycles that the goroutine running kind k has
-	// caught up with: it is bumped by that kind's sentinel. Ages measured in
-	// these cycles do not grow for healthy objects merely because the queue
-	// is backed up.
+	// caught up with since the watcher's first registration: the shared
+	// clock's chain of that kind bumps it (see clockListener). Ages
+	// measured in these cycles do not grow for healthy objects merely
+	// because the queue is backed up. A per-watcher copy, not the clock's
+	// own count, so that the hot path reads it with one atomic load
+	// (cycle) and Close can freeze it.
 	cycles [numKinds]atomic.Uint32
+	clock  atomic.Pointer[gcclock.Subscription]
 	closed atomic.Bool
 	full   atomic.Bool // capture every registration's full stack
 
@@ -77,18 +82,21 @@ func (w *Watcher) init() {
 		for _, k := range Kinds {
 			w.overflow[k].w, w.overflow[k].kind = w, k
 		}
-		wp := weak.Make(w)
-		armFinalizerSentinel(wp)
-		armCleanupSentinel(wp)
+		w.clock.Store(gcclock.Subscribe(clockListener{weak.Make(w)}))
 	})
 }
 
-// Close stops the watcher's GC-cycle sentinels from re-arming. The ledger
-// stays readable, and registrations already made still count when they run;
-// ages stop advancing. Close is idempotent. Closing Default is allowed but
-// rarely what you want.
+// Close stops the watcher's count of GC cycles: its clock (Cycles) and
+// so its ledger's ages stop advancing, frozen where they are, and it lets
+// go of the process's GC-cycle clock (whose sentinels stop once no watcher
+// or sampler uses it). The ledger stays readable, and registrations
+// already made still count when they run. Close is idempotent. Closing
+// Default is allowed but rarely what you want.
 func (w *Watcher) Close() {
 	w.closed.Store(true)
+	if s := w.clock.Load(); s != nil {
+		s.Cancel()
+	}
 }
 
 // Cycles returns how many GC cycles the goroutine that runs kind k has
@@ -98,8 +106,11 @@ func (w *Watcher) Cycles(k Kind) uint64 {
 	if k >= numKinds {
 		return 0
 	}
-	return uint64(w.cycles[k].Load())
+	return uint64(w.cycle(k))
 }
+
+// cycle is Cycles for the hot path: one atomic load. k must be valid.
+func (w *Watcher) cycle(k Kind) uint32 { return w.cycles[k].Load() }
 
 // SuspectCycles returns the watcher's suspect threshold in GC cycles.
 func (w *Watcher) SuspectCycles() int { return w.cfg.suspectCycles }
@@ -112,44 +123,25 @@ func (w *Watcher) FullStacks() bool { return w.full.Load() }
 // it on while it hunts a leak, as it would raise runtime.MemProfileRate.
 func (w *Watcher) SetFullStacks(on bool) { w.full.Store(on) }
 
-// sentinel objects are big enough and hold a pointer, so they are never
-// tiny-allocated (a tiny block is freed only when all of it is).
-type finSentinel struct {
-	w weak.Pointer[Watcher]
-	_ [2]uintptr
-}
+// clockListener counts the shared clock's ticks into a watcher's cycles.
+// It holds the watcher weakly, so that a watcher dropped without Close is
+// collected, and its subscription ends at the next tick.
+type clockListener struct{ w weak.Pointer[Watcher] }
 
-type cleanupSentinel struct {
-	_ *int
-	_ [2]uintptr
-}
-
-func armFinalizerSentinel(wp weak.Pointer[Watcher]) {
-	runtime.SetFinalizer(&finSentinel{w: wp}, finalizerTick)
-}
-
-// finalizerTick runs on the finalizer goroutine after a GC cycle: a load,
-// an add and an allocation, never a block.
-func finalizerTick(s *finSentinel) {
-	w := s.w.Value()
+// Tick runs on the finalizer goroutine (or a cleanup goroutine) once per GC
+// cycle: a weak-pointer load, a load and an add, never a block.
+func (l clockListener) Tick(k gcclock.Kind) bool {
+	w := l.w.Value()
 	if w == nil || w.closed.Load() {
-		return
+		return false
 	}
-	w.cycles[KindFinalizer].Add(1)
-	armFinalizerSentinel(s.w)
-}
-
-func armCleanupSentinel(wp weak.Pointer[Watcher]) {
-	runtime.AddCleanup(&cleanupSentinel{}, cleanupTick, wp)
-}
-
-func cleanupTick(wp weak.Pointer[Watcher]) {
-	w := wp.Value()
-	if w == nil || w.closed.Load() {
-		return
+	switch k {
+	case gcclock.Finalizer:
+		w.cycles[KindFinalizer].Add(1)
+	case gcclock.Cleanup:
+		w.cycles[KindCleanup].Add(1)
 	}
-	w.cycles[KindCleanup].Add(1)
-	armCleanupSentinel(wp)
+	return true
 }
 
 // siteFor returns the ledger entry for a registration of kind k whose call

@@ -4,22 +4,15 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"weak"
+
+	"github.com/gcprobe/probe/internal/gcclock"
 )
 
-// sentinel is the object whose finalizer (or cleanup) tells the sampler
-// that a GC cycle has passed: it is allocated unreachable, so the next
-// cycle queues its finalizer, which records the time, wakes the sampler and
-// arms a new sentinel.
-//
-// The pointer field matters: the runtime's tiny allocator packs pointer-free
-// objects under 16 bytes together, and a finalizer or cleanup on such an
-// object may run late or never (runtime.SetFinalizer's documentation). A
-// type with a pointer is never tiny-allocated. It is 16 bytes.
-type sentinel struct {
-	armed int64 // clock time, unix ns, when this sentinel was armed
-	_     *byte
-}
+// The sampler learns of GC cycles from the process's one GC-cycle clock
+// (internal/gcclock): a chain of sentinel objects with a finalizer and one
+// with a cleanup, shared with finalizerwatch. Each tick of a chain records
+// the time, wakes the sampler, and the chain's next sentinel is pending
+// from then on.
 
 // track is what one sentinel chain (finalizer or cleanup) has observed. It
 // is written only by the chain's callback, one sentinel at a time (each
@@ -87,8 +80,8 @@ func (t *track) load() trackView {
 }
 
 // sentinelState is shared by one run of the sampler (Start or Run) and its
-// two sentinel chains. The callbacks reference this state, never the
-// Sampler, so a pending sentinel does not keep the Sampler reachable.
+// subscription to the GC-cycle clock. The clock references this state,
+// never the Sampler, so a subscription does not keep the Sampler reachable.
 type sentinelState struct {
 	clock   Clock
 	stopped atomic.Bool
@@ -98,108 +91,60 @@ type sentinelState struct {
 	fin track
 	cln track
 
-	// The sentinels waiting now, so that stop can disarm them: a weak
-	// pointer for the finalizer (a strong one would keep the sentinel
-	// alive forever), the handle for the cleanup.
-	finObj atomic.Pointer[weak.Pointer[sentinel]]
-	clnObj atomic.Pointer[runtime.Cleanup]
+	sub *gcclock.Subscription // set by start
 
 	// runs counts the runs of both chains for the Sampler (SentinelRuns):
 	// [0] finalizers, [1] cleanups.
 	runs *[2]atomic.Uint64
-
-	// The callbacks as func values, built once rather than per arming.
-	onFin func(*sentinel)
-	onCln func(int64)
 }
 
 func newSentinelState(c Clock, runs *[2]atomic.Uint64) *sentinelState {
-	st := &sentinelState{clock: c, wake: make(chan struct{}, 1), runs: runs}
-	st.onFin = st.finalized
-	st.onCln = st.cleaned
-	return st
+	return &sentinelState{clock: c, wake: make(chan struct{}, 1), runs: runs}
 }
 
-// start arms the first sentinel of each chain.
+// start subscribes to the clock. The chains' pending sentinels count as
+// armed now: a cycle that ended before cannot be told apart from one that
+// queued them, so the first latency measured is a lower bound (see
+// latencyState.update).
 func (st *sentinelState) start() {
 	now := st.clock.Now().UnixNano()
 	st.fin.setPending(now)
-	st.armFinalizer(now)
 	st.cln.setPending(now)
-	st.armCleanup(now)
+	st.fin.arms.Add(1)
+	st.cln.arms.Add(1)
+	st.sub = gcclock.Subscribe(st)
 }
 
-// stop ends both chains: no callback re-arms after it, and the sentinels
-// waiting now are disarmed. A callback already queued by the runtime still
-// runs once, sees stopped and does not re-arm.
+// stop ends the subscription: no tick reaches the state after it but one
+// already under way, which sees stopped and records nothing.
 func (st *sentinelState) stop() {
 	st.stopped.Store(true)
-	st.disarmFinalizer()
-	if c := st.clnObj.Load(); c != nil {
-		c.Stop()
+	if st.sub != nil {
+		st.sub.Cancel()
 	}
 }
 
-func (st *sentinelState) armFinalizer(now int64) {
-	s := &sentinel{armed: now}
-	runtime.SetFinalizer(s, st.onFin)
-	wp := weak.Make(s)
-	st.finObj.Store(&wp)
-	st.fin.arms.Add(1)
-	// stop may have run between the caller's check and the Store above,
-	// reading the previous sentinel: check again so that this one does
-	// not outlive it. Disarming twice is harmless.
+// Tick runs on the runtime's finalizer goroutine (k gcclock.Finalizer),
+// which runs every finalizer of the program one after another, or on a
+// cleanup goroutine: it must not block. It does a few atomic stores and a
+// non-blocking send. The chain's next sentinel, armed by the clock, is
+// pending from now.
+func (st *sentinelState) Tick(k gcclock.Kind) bool {
 	if st.stopped.Load() {
-		st.disarmFinalizer()
+		return false
 	}
-}
-
-func (st *sentinelState) disarmFinalizer() {
-	if wp := st.finObj.Load(); wp != nil {
-		// Value is nil once the sentinel is unreachable, and its
-		// finalizer queued: that one will run and not re-arm.
-		if s := wp.Value(); s != nil {
-			runtime.SetFinalizer(s, nil)
-		}
-	}
-}
-
-func (st *sentinelState) armCleanup(now int64) {
-	s := &sentinel{armed: now}
-	// The argument is the arm time, not s: a cleanup whose argument
-	// references its object never runs.
-	c := runtime.AddCleanup(s, st.onCln, now)
-	st.clnObj.Store(&c)
-	st.cln.arms.Add(1)
-	if st.stopped.Load() { // see armFinalizer
-		c.Stop()
-	}
-}
-
-// finalized runs on the runtime's finalizer goroutine, which runs every
-// finalizer of the program one after another: it must not block. It does
-// a few atomic stores, a non-blocking send and two small allocations.
-func (st *sentinelState) finalized(s *sentinel) {
 	now := st.clock.Now().UnixNano()
-	rearm := !st.stopped.Load()
-	st.fin.record(s.armed, now, rearm)
-	st.runs[0].Add(1)
-	st.notify()
-	if rearm {
-		st.armFinalizer(now)
+	t, i := &st.fin, 0
+	if k == gcclock.Cleanup {
+		t, i = &st.cln, 1
 	}
-}
-
-// cleaned is finalized for the cleanup chain, on a cleanup goroutine.
-func (st *sentinelState) cleaned(armed int64) {
-	now := st.clock.Now().UnixNano()
-	rearm := !st.stopped.Load()
-	st.cln.record(armed, now, rearm)
-	st.runs[1].Add(1)
+	// Only ticks write the track, one at a time per chain: pending is
+	// the arm time of the sentinel that just ran.
+	t.record(t.pending.Load(), now, true)
+	t.arms.Add(1)
+	st.runs[i].Add(1)
 	st.notify()
-	if rearm {
-		st.armCleanup(now)
-	}
+	return true
 }
 
 // notify wakes the sampler goroutine without ever blocking: if a wake-up

@@ -1,29 +1,12 @@
 package memstats
 
 import (
-	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 )
-
-// TestSentinelNotTiny: the tiny allocator takes pointer-free objects under
-// 16 bytes, and finalizers on tiny objects may never run.
-func TestSentinelNotTiny(t *testing.T) {
-	typ := reflect.TypeFor[sentinel]()
-	hasPointer := false
-	for i := range typ.NumField() {
-		if typ.Field(i).Type.Kind() == reflect.Pointer {
-			hasPointer = true
-		}
-	}
-	if !hasPointer || unsafe.Sizeof(sentinel{}) < 16 {
-		t.Fatalf("sentinel is %d bytes, pointer field %v: it could be tiny-allocated", unsafe.Sizeof(sentinel{}), hasPointer)
-	}
-}
 
 func TestQueuedBy(t *testing.T) {
 	ends := func(ns ...int64) []time.Time {

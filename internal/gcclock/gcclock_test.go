@@ -1,0 +1,104 @@
+package gcclock
+
+import (
+	"reflect"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// TestSentinelNotTiny: the tiny allocator takes pointer-free objects under
+// 16 bytes, and finalizers on tiny objects may never run.
+func TestSentinelNotTiny(t *testing.T) {
+	typ := reflect.TypeFor[sentinel]()
+	hasPointer := false
+	for i := range typ.NumField() {
+		if typ.Field(i).Type.Kind() == reflect.Pointer {
+			hasPointer = true
+		}
+	}
+	if !hasPointer || unsafe.Sizeof(sentinel{}) < 16 {
+		t.Fatalf("sentinel is %d bytes, pointer field %v: it could be tiny-allocated", unsafe.Sizeof(sentinel{}), hasPointer)
+	}
+}
+
+type counter struct {
+	n    [NumKinds]atomic.Uint64
+	keep atomic.Bool
+}
+
+func (c *counter) Tick(k Kind) bool {
+	c.n[k].Add(1)
+	return c.keep.Load()
+}
+
+func newCounter() *counter {
+	c := &counter{}
+	c.keep.Store(true)
+	return c
+}
+
+// poll forces GC cycles until cond holds, for at most 20 s.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s: %s", what)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond) // let the finalizer and cleanup goroutines run
+	}
+}
+
+// TestOneChainForAll: two listeners are told of the same ticks of one
+// chain per kind, and the chains end with the last subscription.
+func TestOneChainForAll(t *testing.T) {
+	a, b := newCounter(), newCounter()
+	sa, sb := Subscribe(a), Subscribe(b)
+	poll(t, "both chains to tick twice", func() bool {
+		return a.n[Finalizer].Load() >= 2 && a.n[Cleanup].Load() >= 2
+	})
+	sa.Cancel()
+	sa.Cancel() // idempotent
+	// b, subscribed with a, has seen the ticks a saw, and goes on alone.
+	base := b.n[Finalizer].Load()
+	poll(t, "the chain to go on for the remaining listener", func() bool { return b.n[Finalizer].Load() >= base+2 })
+	frozen := a.n[Finalizer].Load()
+	sb.Cancel()
+	// Stopped: after at most a tick already queued, nothing ticks.
+	before := Ticks(Finalizer)
+	for range 5 {
+		runtime.GC()
+		runtime.Gosched()
+	}
+	if got := Ticks(Finalizer); got > before+1 {
+		t.Errorf("stopped chain ticked %d times in 5 cycles", got-before)
+	}
+	if got := a.n[Finalizer].Load(); got != frozen {
+		t.Errorf("cancelled listener told of %d more ticks", got-frozen)
+	}
+	if clock.running {
+		t.Error("chains still running without a subscription")
+	}
+}
+
+// TestListenerEndsItself: returning false ends the subscription, and with
+// it the chains.
+func TestListenerEndsItself(t *testing.T) {
+	c := newCounter()
+	starts := Starts()
+	Subscribe(c)
+	if Starts() != starts+1 {
+		t.Fatalf("Starts %d, want %d", Starts(), starts+1)
+	}
+	poll(t, "a tick", func() bool { return c.n[Finalizer].Load() >= 1 })
+	c.keep.Store(false)
+	poll(t, "the listener's subscription to end", func() bool {
+		clock.mu.Lock()
+		defer clock.mu.Unlock()
+		return !clock.running
+	})
+}
