@@ -76,13 +76,10 @@ var watchModes = []struct {
 	opts []finalizerwatch.Option // nil for raw
 }{
 	{"raw", nil},
+	// The default options: the call site of every registration, and the
+	// full stack of one in finalizerwatch.DefaultStackSampleRate.
 	{"watched", []finalizerwatch.Option{}},
 	{"fullstacks", []finalizerwatch.Option{finalizerwatch.WithFullStacks(true)}},
-	// TODO(sampled stacks): once finalizerwatch.WithStackSampleRate exists,
-	// add the default sampled mode here:
-	//	{"sampled", []finalizerwatch.Option{finalizerwatch.WithStackSampleRate(n)}},
-	// internal/ratios already has its rows (mode=sampled, goal <= 1.3×) and
-	// prints them as soon as the results contain them.
 }
 
 func newWatcher(tb testing.TB, opts ...finalizerwatch.Option) *finalizerwatch.Watcher {

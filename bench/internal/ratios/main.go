@@ -97,9 +97,6 @@ type row struct {
 	compare  int
 	op       string // "<=", ">=", "==" or "" (no goal)
 	goal     float64
-	// optional rows are left out, not reported as "no data", while the
-	// results lack the probe's side: a mode not every build has.
-	optional bool
 	// resolve rows take benchstat's verdict (see sigs): where it finds no
 	// significant difference, the row says so instead of met or missed.
 	resolve bool
@@ -107,7 +104,7 @@ type row struct {
 
 // Goals of the overhead issue.
 const (
-	registrationGoal = 1.3  // × raw, each shape, default and sampled stacks
+	registrationGoal = 1.3  // × raw, each shape, default options (sampled stacks)
 	fullStacksGoal   = 2    // × raw, each shape, a full stack on every registration
 	runDeltaGoal     = 100  // ns added per object, finalizer or cleanup run end to end
 	gatherGoal       = 1    // × client_golang's Go collector, at 300, 1 000 and 10 000 sites
@@ -122,11 +119,7 @@ func rows() []row {
 	reg := func(fn, shape string) {
 		base := fn + "/shape=" + shape + "/mode=raw"
 		rs = append(rs,
-			row{section: "registration", label: fn + " " + shape + ", default", probe: fn + "/shape=" + shape + "/mode=watched", baseline: base, unit: "ns/op", compare: ratio, op: "<=", goal: registrationGoal},
-			// TODO(sampled stacks): the benchmark mode comes with
-			// finalizerwatch.WithStackSampleRate (see watchModes in
-			// bench/micro_test.go); until then the row is left out.
-			row{section: "registration", label: fn + " " + shape + ", sampled full stacks", probe: fn + "/shape=" + shape + "/mode=sampled", baseline: base, unit: "ns/op", compare: ratio, op: "<=", goal: registrationGoal, optional: true},
+			row{section: "registration", label: fn + " " + shape + ", default (stacks sampled)", probe: fn + "/shape=" + shape + "/mode=watched", baseline: base, unit: "ns/op", compare: ratio, op: "<=", goal: registrationGoal},
 			row{section: "registration", label: fn + " " + shape + ", full stacks", probe: fn + "/shape=" + shape + "/mode=fullstacks", baseline: base, unit: "ns/op", compare: ratio, op: "<=", goal: fullStacksGoal})
 	}
 	for _, s := range []string{"setclear", "churn", "keepalive"} {
@@ -322,13 +315,12 @@ func (r row) goalString() string {
 }
 
 // write prints the table of rs over s, leaving out the rows s has no
-// sample for (a suite that did not run) and the optional rows whose probe
-// side s lacks. sg, which may be empty, adds benchstat's p-values.
+// sample for (a suite that did not run). sg, which may be empty, adds benchstat's p-values.
 func write(w io.Writer, rs []row, s samples, sg sigs) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	section := ""
 	for _, r := range rs {
-		if len(s[key{r.probe, r.unit}]) == 0 && (r.optional || len(s[key{r.baseline, r.unit}]) == 0) {
+		if len(s[key{r.probe, r.unit}]) == 0 && len(s[key{r.baseline, r.unit}]) == 0 {
 			continue
 		}
 		if r.section != section {
