@@ -33,11 +33,13 @@ func (k Kind) String() string {
 var Kinds = [...]Kind{KindFinalizer, KindCleanup}
 
 // siteKey identifies a ledger entry: a call site by its return PC, or, with
-// full stacks, an interned stack.
+// full stacks, a stack by the hash of its PCs (pc 0). Two stacks whose
+// hashes collide cannot both have an entry: the one that finds the other's
+// PCs under its key is counted at its call site instead (see siteFor).
 type siteKey struct {
-	kind  Kind
-	pc    uintptr
-	stack *stackcapture.Stack
+	kind Kind
+	pc   uintptr
+	hash uint64
 }
 
 // site is one ledger entry. Its counters are updated with atomics on the

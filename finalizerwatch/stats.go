@@ -66,7 +66,7 @@ func (w *Watcher) Overflow() Overflow {
 	w.init()
 	return Overflow{
 		Sites:  w.overflow[KindFinalizer].registered.Load() + w.overflow[KindCleanup].registered.Load(),
-		Stacks: w.stacks.Overflowed(),
+		Stacks: w.stacks.Overflowed() + w.stacksRefused.Load(),
 	}
 }
 

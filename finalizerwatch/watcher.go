@@ -1,9 +1,9 @@
 package finalizerwatch
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 	"weak"
 
 	"github.com/gcprobe/probe/internal/bounded"
@@ -40,6 +40,9 @@ type Watcher struct {
 	clock  atomic.Pointer[gcclock.Subscription]
 	closed atomic.Bool
 	full   atomic.Bool // capture every registration's full stack
+	// stacksRefused counts full stacks not kept because the site table
+	// had no room left for stack entries.
+	stacksRefused atomic.Uint64
 
 	// Sampled full stacks (sample.go): the rate, the bound a random draw
 	// must fall under, and the table of sampled stacks.
@@ -155,23 +158,24 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 	if w.full.Load() {
 		var pcs [stackcapture.MaxDepth]uintptr
 		n := stackcapture.Callers(skip+1, pcs[:])
-		stk := w.stacks.Intern(pcs[:n])
-		if !stk.Overflow() {
-			key := siteKey{kind: k, stack: stk}
-			// Interned stacks live as long as the table, so the pointer is a
-			// stable identity to hash.
-			h := stackcapture.HashPC(uintptr(unsafe.Pointer(stk))) ^ uint64(k)
-			if s := w.sites.Get(h, key); s != nil {
-				return s
-			}
-			// New stacks may take only part of the table: the rest is kept
-			// for site entries, so that once stacks no longer fit, every
-			// registration is still counted at its own site.
+		h := stackcapture.HashPCs(pcs[:n])
+		key := siteKey{kind: k, hash: h}
+		h ^= uint64(k)
+		s := w.sites.Get(h, key)
+		// New stacks may take only part of the table: the rest is kept
+		// for site entries, so that once stacks no longer fit, every
+		// registration is still counted at its own site.
+		if s == nil {
 			if w.sites.Len() < w.stackEntries {
-				if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, 0, stk) }); s != nil {
-					return s
+				if stk := w.stacks.Intern(pcs[:n]); !stk.Overflow() {
+					s = w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, 0, stk) })
 				}
+			} else {
+				w.stacksRefused.Add(1)
 			}
+		}
+		if s != nil && slices.Equal(s.stack.PCs(), pcs[:n]) {
+			return s
 		}
 		// No room for the stack: count the registration at its site.
 	}

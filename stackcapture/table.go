@@ -136,17 +136,29 @@ func (t *Table) Limit() int { return t.m.Limit() }
 // folded into the overflow stack.
 func (t *Table) Overflowed() uint64 { return t.m.Overflow() }
 
-// hashPCs mixes the PCs with a multiply-xorshift; it needs to spread
-// return addresses, not resist an adversary.
+// hashPCs mixes the PCs; it needs to spread return addresses, not resist
+// an adversary. Two lanes take alternate PCs, so that the multiplications
+// of one do not wait on the other's, and are folded at the end.
 func hashPCs(pcs []uintptr) uint64 {
-	h := uint64(len(pcs)) * 0x9e3779b97f4a7c15
-	for _, pc := range pcs {
-		h ^= uint64(pc)
-		h *= 0xbf58476d1ce4e5b9
-		h ^= h >> 31
+	a := uint64(len(pcs)) * 0x9e3779b97f4a7c15
+	b := uint64(0x94d049bb133111eb)
+	i := 0
+	for ; i+1 < len(pcs); i += 2 {
+		a = (a ^ uint64(pcs[i])) * 0xbf58476d1ce4e5b9
+		b = (b ^ uint64(pcs[i+1])) * 0x94d049bb133111eb
+		a ^= a >> 29
+		b ^= b >> 32
 	}
-	return h
+	if i < len(pcs) {
+		a = (a ^ uint64(pcs[i])) * 0xbf58476d1ce4e5b9
+	}
+	h := (a ^ b>>31 ^ b<<33) * 0x9e3779b97f4a7c15
+	return h ^ h>>32
 }
+
+// HashPCs hashes a stack the way Intern does. It is for callers that keep
+// their own tables keyed by stack.
+func HashPCs(pcs []uintptr) uint64 { return hashPCs(pcs) }
 
 // HashPC hashes a single PC the way Intern hashes a one-frame stack. It is
 // for callers that keep their own tables keyed by call site.
