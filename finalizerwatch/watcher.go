@@ -35,6 +35,12 @@ type Watcher struct {
 	cycles [numKinds]atomic.Uint32
 	closed atomic.Bool
 	full   atomic.Bool // capture every registration's full stack
+
+	// rank is the per-cycle ranking that Read serves (snapshot.go);
+	// rankMu guards it, and the read-side fields grp and next of every
+	// site.
+	rankMu sync.Mutex
+	rank   ranking
 }
 
 // Default is the Watcher behind the package-level SetFinalizer and
