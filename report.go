@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,16 +46,25 @@ type Report struct {
 // (once per site) and allocates; call it from a report loop or a handler,
 // not a hot path.
 func (p *Probe) Report() Report {
+	// One fresh read of the ledger (exact counts; a report is rare) gives
+	// the totals, the top sites of each kind and the overflow.
+	var sn finalizerwatch.Snapshot
+	p.watcher.Read(&sn, finalizerwatch.ReadOptions{TopK: p.cfg.topK, Stacks: true, Fresh: true})
+	top := append(sn.Kinds[finalizerwatch.KindFinalizer].Top, sn.Kinds[finalizerwatch.KindCleanup].Top...)
+	slices.SortFunc(top, func(a, b finalizerwatch.SiteStats) int { return finalizerwatch.CompareRank(&a, &b) })
+	if len(top) > p.cfg.topK {
+		top = top[:p.cfg.topK]
+	}
 	return Report{
 		Time:       time.Now(),
 		GC:         p.sampler.Snapshot(),
-		Finalizers: p.watcher.Totals(finalizerwatch.KindFinalizer),
-		Cleanups:   p.watcher.Totals(finalizerwatch.KindCleanup),
-		Top:        p.watcher.Top(p.cfg.topK),
+		Finalizers: sn.Kinds[finalizerwatch.KindFinalizer].Totals,
+		Cleanups:   sn.Kinds[finalizerwatch.KindCleanup].Totals,
+		Top:        top,
 		MoreCycles: p.watcher.MoreCyclesNeeded(),
 		Firing:     p.sampler.Active(nil),
 		Running:    p.watcher.Running(),
-		Overflow:   p.watcher.Overflow(),
+		Overflow:   sn.Overflow,
 	}
 }
 

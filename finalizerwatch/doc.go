@@ -76,6 +76,18 @@
 // 32 bytes per ledger entry; a read updates it at most once per entry and
 // cycle, under the lock the read already takes. Execution is unchanged.
 //
+// # Reading the ledger
+//
+// Exporters read through one API: Read fills a Snapshot with, per kind,
+// the top K sites by the growth model (their counts read live, exactly),
+// every other site summed under Other, the totals and the overflow
+// counters. The ranking is made once per GC cycle (Rank, or the first Read
+// of a cycle, or after the ledger gains an entry) in two passes over every
+// entry, O(ledger); any other Read costs O(K). Within a cycle, Other and
+// the totals hold the other sites' counts as of the ranking; ReadOptions.Fresh
+// ranks anew for exact counts everywhere. Top and Totals are thin wrappers
+// over a fresh Read; Sites, SiteCounts and Stacks dump every entry.
+//
 // # Differences from the runtime
 //
 // What runs, how often and in which order is the runtime's: the watcher's

@@ -67,6 +67,12 @@ type site struct {
 
 	frameOnce sync.Once
 	frame     stackcapture.Frame
+
+	// Read side, under the watcher's rankMu: the entry's site group
+	// (index+1 in the ranking's groups, 0 before its first ranking), and
+	// the next entry of that group.
+	grp  int32
+	next *site
 }
 
 // done uncounts an outstanding registration made in cycle cyc, now that it

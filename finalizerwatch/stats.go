@@ -64,6 +64,10 @@ type Overflow struct {
 // Overflow returns the counts of refusals by the bounded tables.
 func (w *Watcher) Overflow() Overflow {
 	w.init()
+	return w.overflowNow()
+}
+
+func (w *Watcher) overflowNow() Overflow {
 	return Overflow{
 		Sites:  w.overflow[KindFinalizer].registered.Load() + w.overflow[KindCleanup].registered.Load(),
 		Stacks: w.stacks.Overflowed() + w.stacksRefused.Load(),
@@ -221,12 +225,19 @@ func (w *Watcher) Top(n int) []SiteStats {
 	if n < 0 {
 		panic("finalizerwatch.Top: negative n")
 	}
-	sites := w.SiteCounts() // stacks are symbolized for the winners only
+	// A thin wrapper over Read: a fresh ranking (every count exact now),
+	// the top n of each kind, which together hold the top n of both.
+	k := n
+	if k == 0 {
+		k = -1
+	}
+	var sn Snapshot
+	w.Read(&sn, ReadOptions{TopK: k, Stacks: true, Fresh: true})
+	sites := append(sn.Kinds[KindFinalizer].Top, sn.Kinds[KindCleanup].Top...)
 	slices.SortFunc(sites, func(a, b SiteStats) int { return CompareRank(&a, &b) })
 	if n > 0 && n < len(sites) {
 		sites = sites[:n]
 	}
-	w.fillStacks(sites)
 	return sites
 }
 
@@ -238,69 +249,48 @@ func (w *Watcher) Top(n int) []SiteStats {
 // allocates nothing, for callers that select a top K themselves without
 // sorting everything.
 func CompareRank(a, b *SiteStats) int {
-	if c := cmp.Compare(b.Class, a.Class); c != 0 {
+	ka := rankKey{a.Class, a.Growth, a.Suspect, a.Outstanding, a.Registered, a.Kind, &a.Site}
+	kb := rankKey{b.Class, b.Growth, b.Suspect, b.Outstanding, b.Registered, b.Kind, &b.Site}
+	return compareKeys(&ka, &kb)
+}
+
+// rankKey is what the ranking orders by: CompareRank's and the per-cycle
+// ranking's one order.
+type rankKey struct {
+	class                                    Class
+	growth, suspect, outstanding, registered uint64
+	kind                                     Kind
+	site                                     *stackcapture.Frame
+}
+
+func compareKeys(a, b *rankKey) int {
+	if c := cmp.Compare(b.class, a.class); c != 0 {
 		return c
 	}
-	if a.Class == ClassGrowing {
-		if c := cmp.Compare(b.Growth, a.Growth); c != 0 {
+	if a.class == ClassGrowing {
+		if c := cmp.Compare(b.growth, a.growth); c != 0 {
 			return c
 		}
 	}
-	if c := cmp.Compare(b.Suspect, a.Suspect); c != 0 {
+	if c := cmp.Compare(b.suspect, a.suspect); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.Outstanding, a.Outstanding); c != 0 {
+	if c := cmp.Compare(b.outstanding, a.outstanding); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(b.Registered, a.Registered); c != 0 {
+	if c := cmp.Compare(b.registered, a.registered); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
+	if c := cmp.Compare(a.kind, b.kind); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.Site.Function, b.Site.Function); c != 0 {
+	if c := cmp.Compare(a.site.Function, b.site.Function); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.Site.File, b.Site.File); c != 0 {
+	if c := cmp.Compare(a.site.File, b.site.File); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Site.Line, b.Site.Line)
-}
-
-// fillStacks sets Stack and PCs of sites from the first ledger entry of
-// each site.
-func (w *Watcher) fillStacks(sites []SiteStats) {
-	type key struct {
-		kind Kind
-		fn   string
-		file string
-		line int
-	}
-	want := make(map[key]int, len(sites))
-	for i := range sites {
-		want[key{sites[i].Kind, sites[i].Site.Function, sites[i].Site.File, sites[i].Site.Line}] = i
-	}
-	fill := func(s *site) {
-		f := s.siteFrame()
-		i, ok := want[key{s.kind, f.Function, f.File, f.Line}]
-		if !ok || sites[i].Stack != nil {
-			return
-		}
-		if s.stack != nil {
-			sites[i].Stack, sites[i].PCs = s.stack.Frames(), s.stack.PCs()
-		} else {
-			sites[i].Stack = []stackcapture.Frame{sites[i].Site}
-		}
-	}
-	w.sites.Range(func(_ siteKey, s *site) bool {
-		if !s.indirect {
-			fill(s)
-		}
-		return true
-	})
-	for k := range w.overflow {
-		fill(&w.overflow[k])
-	}
+	return cmp.Compare(a.site.Line, b.site.Line)
 }
 
 // Totals is a ledger summed over every site of one kind.
@@ -311,20 +301,15 @@ type Totals struct {
 	ClearedOutside                                      uint64 // of Cleared; see SiteStats.ClearedOutside
 }
 
-// Totals returns the ledger of kind k summed over all its sites.
+// Totals returns the ledger of kind k summed over all its sites. It is a
+// thin wrapper over Read with Fresh: every count exact now, O(ledger).
+// Exporters that read totals on each scrape use Read, whose totals cost
+// O(K).
 func (w *Watcher) Totals(k Kind) Totals {
-	t := Totals{Kind: k}
-	for _, s := range w.entries(false) { // sums need no stacks
-		if s.Kind != k {
-			continue
-		}
-		t.Sites++
-		t.Registered += s.Registered
-		t.Executed += s.Executed
-		t.Cleared += s.Cleared
-		t.ClearedOutside += s.ClearedOutside
-		t.Outstanding += s.Outstanding
-		t.Suspect += s.Suspect
+	if k >= numKinds {
+		return Totals{Kind: k}
 	}
-	return t
+	var sn Snapshot
+	w.Read(&sn, ReadOptions{Fresh: true})
+	return sn.Kinds[k].Totals
 }

@@ -49,6 +49,12 @@ type Watcher struct {
 	sampleRate  atomic.Int64
 	sampleBelow atomic.Uint64
 	samples     *bounded.Map[sampleKey, stackSample]
+
+	// rank is the per-cycle ranking that Read serves (snapshot.go);
+	// rankMu guards it, and the read-side fields grp and next of every
+	// site.
+	rankMu sync.Mutex
+	rank   ranking
 }
 
 // Default is the Watcher behind the package-level SetFinalizer and

@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -91,8 +92,12 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 		keySuspectCycles.Int(w.SuspectCycles()),
 		keyMoreCycles.Int(w.MoreCyclesNeeded()),
 	)
+	// One read of the ledger: the top K of each kind and the totals, from
+	// the ranking of the current GC cycle.
+	var sn finalizerwatch.Snapshot
+	w.Read(&sn, finalizerwatch.ReadOptions{TopK: r.cfg.topK, Stacks: true})
 	for _, k := range finalizerwatch.Kinds {
-		t := w.Totals(k)
+		t := sn.Kinds[k].Totals
 		p := kindPrefix(k)
 		attrs = append(attrs,
 			attribute.Int(p+"sites", t.Sites),
@@ -121,7 +126,9 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 	}
 
 	reported := 0
-	for _, s := range w.Top(r.cfg.topK) {
+	top := append(sn.Kinds[finalizerwatch.KindFinalizer].Top, sn.Kinds[finalizerwatch.KindCleanup].Top...)
+	slices.SortFunc(top, func(a, b finalizerwatch.SiteStats) int { return finalizerwatch.CompareRank(&a, &b) })
+	for _, s := range top[:min(len(top), r.cfg.topK)] {
 		if s.Outstanding == 0 {
 			// Everything it registered has run or been cleared:
 			// nothing there can leak, however busy the site is.

@@ -21,8 +21,12 @@ func ledgerOf(b *testing.B, n int) *finalizerwatch.Watcher {
 	b.Cleanup(w.Close)
 	objs := make([]*obj, 0, n)
 	b.Cleanup(func() { objs = nil })
+	depth := 1
+	for 1<<depth < n {
+		depth++
+	}
 	for path := range uint(n) {
-		testkit.AtPath(path, 11, func() {
+		testkit.AtPath(path, depth, func() {
 			o := new(obj)
 			w.SetFinalizer(o, finalizeObj)
 			objs = append(objs, o)
@@ -52,5 +56,26 @@ func BenchmarkProfile1000(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Profile(w)
+	}
+}
+
+// BenchmarkProfile10000 builds the profile of 10 000 entries (distinct
+// stacks).
+func BenchmarkProfile10000(b *testing.B) {
+	w := ledgerOf(b, 10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		Profile(w)
+	}
+}
+
+// BenchmarkWrite10000 builds and encodes it.
+func BenchmarkWrite10000(b *testing.B) {
+	w := ledgerOf(b, 10000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Write(io.Discard, w); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

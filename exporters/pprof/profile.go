@@ -50,10 +50,12 @@ func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
 	if ledger == nil {
 		ledger = finalizerwatch.Default
 	}
+	// One read of every ledger entry, unsymbolized: the frames of each
+	// program counter come from a cache shared by every profile.
+	var sn finalizerwatch.Snapshot
+	ledger.Read(&sn, finalizerwatch.ReadOptions{Entries: true})
 	b := newBuilder()
-	for _, s := range ledger.Stacks() {
-		b.add(&s)
-	}
+	b.addEntries(sn.Entries)
 	return b.p
 }
 
@@ -86,6 +88,10 @@ type builder struct {
 	// path), and by frame for the frames that share a PC or have none.
 	byPC    map[uintptr]*profile.Location
 	byFrame map[locKey]*profile.Location
+	// byRet holds the locations of each return PC seen (one per frame of
+	// its inlining chain), so that a PC shared by many stacks is looked up
+	// once per profile.
+	byRet map[retKey][]*profile.Location
 	// synth numbers the synthetic addresses of frames without a PC.
 	synth uint64
 }
@@ -115,6 +121,7 @@ func newBuilder() *builder {
 		funcs:   make(map[funcKey]*profile.Function),
 		byPC:    make(map[uintptr]*profile.Location),
 		byFrame: make(map[locKey]*profile.Location),
+		byRet:   make(map[retKey][]*profile.Location),
 	}
 }
 
@@ -141,6 +148,71 @@ func (b *builder) add(s *finalizerwatch.SiteStats) {
 		Value:    []int64{clampInt64(s.Outstanding), clampInt64(s.Suspect), clampInt64(s.Registered), clampInt64(growth)},
 		Label:    map[string][]string{LabelKind: {s.Kind.String()}},
 	})
+}
+
+// addEntries adds the samples of entries, with one allocation each for
+// their samples, values and locations rather than a few per sample.
+func (b *builder) addEntries(entries []finalizerwatch.Entry) {
+	n := 0
+	for i := range entries {
+		n += max(1, len(entries[i].PCs))
+	}
+	samples := make([]profile.Sample, len(entries))
+	values := make([]int64, 4*len(entries))
+	locs := make([]*profile.Location, 0, n)
+	var labels [len(finalizerwatch.Kinds)]map[string][]string
+	for k, kind := range finalizerwatch.Kinds {
+		labels[k] = map[string][]string{LabelKind: {kind.String()}}
+	}
+	b.p.Sample = make([]*profile.Sample, len(entries))
+	var frames []stackcapture.Frame
+	for i := range entries {
+		e := &entries[i]
+		start := len(locs)
+		if e.PCs == nil {
+			locs = append(locs, b.location(&e.Site))
+		}
+		for j, pc := range e.PCs {
+			var next uintptr
+			if j+1 < len(e.PCs) {
+				next = e.PCs[j+1]
+			}
+			frames = symbols.frames(pc, next, frames[:0])
+			key := retKey{pc: pc, frames: len(frames)}
+			ls, ok := b.byRet[key]
+			if !ok {
+				ls = make([]*profile.Location, len(frames))
+				for j := range frames {
+					ls[j] = b.location(&frames[j])
+				}
+				b.byRet[key] = ls
+			}
+			locs = append(locs, ls...)
+		}
+		var growth uint64
+		if e.Class == finalizerwatch.ClassGrowing {
+			growth = e.Growth
+		}
+		v := values[4*i : 4*i+4 : 4*i+4]
+		v[0], v[1], v[2], v[3] = clampInt64(e.Outstanding), clampInt64(e.Suspect), clampInt64(e.Registered), clampInt64(growth)
+		s := &samples[i]
+		s.Location = locs[start:len(locs):len(locs)]
+		s.Value = v
+		if int(e.Kind) < len(labels) {
+			s.Label = labels[e.Kind]
+		} else {
+			s.Label = map[string][]string{LabelKind: {e.Kind.String()}}
+		}
+		b.p.Sample[i] = s
+	}
+}
+
+// retKey keys the locations of a return PC: the PC and how many of its
+// frames the stack it is in takes (all of its inlining chain, or only the
+// innermost where the chain follows as virtual PCs; see symbolCache.frames).
+type retKey struct {
+	pc     uintptr
+	frames int
 }
 
 // location returns the location of frame f.

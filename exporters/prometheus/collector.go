@@ -11,6 +11,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
+// numKinds is the number of finalizerwatch.Kind values.
+const numKinds = len(finalizerwatch.Kinds)
+
 // Collector is a prometheus.Collector of a finalizerwatch.Watcher's ledger
 // and, optionally, of a memstats.Sampler's runtime signals. Make one with
 // New and register it; the package documentation lists what it exports.
@@ -19,9 +22,10 @@ type Collector struct {
 	d      *descs
 	bounds []float64 // the duration histogram's bucket bounds, seconds
 
-	// sites returns the ledger to export: cfg.watcher.Sites, except in
-	// tests that feed synthetic ledgers in.
-	sites func() []finalizerwatch.SiteStats
+	// read fills a snapshot of the ledger to export: cfg.watcher.Read of
+	// the top K, except in tests that feed synthetic ledgers in.
+	read func(dst *finalizerwatch.Snapshot)
+	sn   finalizerwatch.Snapshot // reused by every Collect, under mu
 
 	// mu serializes Collect, which keeps state from one call to the next
 	// (the "other" counters, the high-water mark of the unwatched counters)
@@ -31,14 +35,13 @@ type Collector struct {
 	mu        sync.Mutex
 	other     [numKinds]otherState
 	unwatched [numKinds]uint64
-	top       [numKinds][]int
 	members   []*member
 	total     [numKinds][]uint64 // per kind, the counters summed over every site
 	otherVec  []uint64           // the counters to export under "other"
 	// otherLabels are the label pairs of the "other" series of each kind.
 	otherLabels [numKinds][]*dto.LabelPair
 	seen        []string // detector names exported by this Collect
-	sn          memstats.Snapshot
+	msn         memstats.Snapshot
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -55,7 +58,9 @@ func New(opts ...Option) (*Collector, error) {
 		cfg:    cfg,
 		d:      descriptors(),
 		bounds: finalizerwatch.DurationBounds(),
-		sites:  cfg.watcher.SiteCounts,
+	}
+	c.read = func(dst *finalizerwatch.Snapshot) {
+		cfg.watcher.Read(dst, finalizerwatch.ReadOptions{TopK: cfg.topK})
 	}
 	n := vecLen(c.bounds)
 	for k, kind := range finalizerwatch.Kinds {
@@ -79,9 +84,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect sends the current values. Its cost is that of one
-// Watcher.Sites call (linear in the number of ledger entries, with an
-// allocation or two per entry), a selection of the top K of each kind
-// without sorting the others, and O(K) metrics.
+// finalizerwatch.Watcher.Read of the top K sites of each kind: O(K) reads
+// of the ledger and O(K) metrics, plus, on the first Collect of a GC cycle
+// unless something (the probe) ranked the ledger since the cycle ended,
+// the ranking's one pass over every entry (see Watcher.Rank).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -91,13 +97,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// unwatchedNow.
 	var sn *memstats.Snapshot
 	if c.cfg.snapshot != nil {
-		c.sn = c.cfg.snapshot()
-		sn = &c.sn
+		c.msn = c.cfg.snapshot()
+		sn = &c.msn
 	}
-	sites := c.sites()
+	c.read(&c.sn)
 	var executed [numKinds]uint64
 	var tracked [numKinds]int
-	c.collectSites(ch, sites, &executed, &tracked)
+	c.collectSites(ch, &c.sn, &executed, &tracked)
 	c.collectSelf(ch, &tracked)
 	c.collectRunning(ch)
 	if sn != nil {
@@ -108,51 +114,41 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// collectSites sends the per-site series, and sets executed to the
-// watcher's executed count of each kind and tracked to its number of sites
-// of each kind (the overflow entry left out).
-func (c *Collector) collectSites(ch chan<- prometheus.Metric, sites []finalizerwatch.SiteStats, executed *[numKinds]uint64, tracked *[numKinds]int) {
-	var count [numKinds]int
-	var sum [numKinds]gauges // the gauges summed over every site
-	for k := range c.total {
-		clear(c.total[k])
-	}
-	// One pass over the ledger, which is large and read once: the ranking
-	// and every sum together.
-	resetTop(&c.top)
-	for i := range sites {
-		s := &sites[i]
-		k := int(s.Kind)
-		if k >= numKinds {
-			continue
-		}
-		offerTop(sites, i, c.cfg.topK, &c.top)
-		count[k]++
-		if !isOverflowSite(s) {
-			tracked[k]++
-		}
-		sum[k].add(siteGauges(s))
-		addSite(c.total[k], s)
-	}
-	finishTop(sites, &c.top)
+// collectSites sends the per-site series of the snapshot, and sets
+// executed to the watcher's executed count of each kind and tracked to
+// its number of sites of each kind (the overflow entry left out).
+func (c *Collector) collectSites(ch chan<- prometheus.Metric, sn *finalizerwatch.Snapshot, executed *[numKinds]uint64, tracked *[numKinds]int) {
 	for k, kind := range finalizerwatch.Kinds {
-		executed[k] = c.total[k][vExecuted]
-		c.members = c.other[k].update(sites, c.top[k], count[k], c.total[k], c.otherVec, c.members)
+		ks := &sn.Kinds[k]
+		top := ks.Top
+		if len(top) > c.cfg.topK {
+			top = top[:c.cfg.topK]
+		}
+		// The totals, exactly as the sum of what is exported: "other" as
+		// of the ranking, the top K live.
+		total := c.total[k]
+		fillVec(total, &ks.Other)
+		rest := siteGauges(&ks.Other)
+		rest.growing = uint64(ks.Growing)
+		for i := range top {
+			addSite(total, &top[i])
+			rest.growing -= siteGauges(&top[i]).growing
+		}
+		executed[k] = total[vExecuted]
+		tracked[k] = ks.Tracked
+		c.members = c.other[k].update(top, ks.Ranked, total, c.otherVec, c.members)
 		kl := kind.String()
-		for j, i := range c.top[k] {
-			s := &sites[i]
+		for j := range top {
 			m := c.members[j]
 			if m.labels == nil {
 				m.labels = siteLabels(c.d, kl, m.label)
 			}
-			g := siteGauges(s)
-			c.sendSite(ch, m.labels, g, m.last)
-			sum[k].sub(g)
+			c.sendSite(ch, m.labels, siteGauges(&top[j]), m.last)
 		}
 		// "other" exists once a kind has more sites than K; since ledger
 		// entries are never removed, it never goes away again.
-		if count[k] > len(c.top[k]) {
-			c.sendSite(ch, c.otherLabels[k], sum[k], c.otherVec)
+		if ks.Ranked > len(top) {
+			c.sendSite(ch, c.otherLabels[k], rest, c.otherVec)
 		}
 	}
 }
@@ -176,18 +172,6 @@ func siteGauges(s *finalizerwatch.SiteStats) gauges {
 		g.growing = 1
 	}
 	return g
-}
-
-func (g *gauges) add(h gauges) {
-	g.outstanding += h.outstanding
-	g.suspect += h.suspect
-	g.growing += h.growing
-}
-
-func (g *gauges) sub(h gauges) {
-	g.outstanding -= h.outstanding
-	g.suspect -= h.suspect
-	g.growing -= h.growing
 }
 
 // cumulative returns the cumulative bucket counts of per-bucket counts
@@ -215,14 +199,6 @@ func (c *Collector) collectSelf(ch chan<- prometheus.Metric, tracked *[numKinds]
 	for k, kind := range finalizerwatch.Kinds {
 		ch <- prometheus.MustNewConstMetric(d.sitesTracked, prometheus.GaugeValue, float64(tracked[k]), kind.String())
 	}
-}
-
-// overflowFunction is the function name of the watcher's overflow site
-// (finalizerwatch.WithMaxSites).
-const overflowFunction = "gcprobe.overflow"
-
-func isOverflowSite(s *finalizerwatch.SiteStats) bool {
-	return s.Site.Function == overflowFunction
 }
 
 // validLabel makes s valid UTF-8, as label values must be; file names

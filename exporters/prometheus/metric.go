@@ -27,15 +27,14 @@ type siteMetrics struct {
 	hist   histMetric
 }
 
-// scalarMetric is a counter or a gauge.
+// scalarMetric is a counter or a gauge. The protobuf value Write hands
+// out is allocated there: a scalar holds no dto.Counter and dto.Gauge of
+// its own, most of which would go unused (they are the bulk of its size).
 type scalarMetric struct {
 	desc   *prometheus.Desc
 	labels []*dto.LabelPair
 	value  float64
 	gauge  bool
-	// The protobuf values Write hands out point in here.
-	counter dto.Counter
-	gaugeV  dto.Gauge
 }
 
 func (m *scalarMetric) Desc() *prometheus.Desc { return m.desc }
@@ -43,11 +42,9 @@ func (m *scalarMetric) Desc() *prometheus.Desc { return m.desc }
 func (m *scalarMetric) Write(out *dto.Metric) error {
 	out.Label = m.labels
 	if m.gauge {
-		m.gaugeV.Value = &m.value
-		out.Gauge = &m.gaugeV
+		out.Gauge = &dto.Gauge{Value: &m.value}
 	} else {
-		m.counter.Value = &m.value
-		out.Counter = &m.counter
+		out.Counter = &dto.Counter{Value: &m.value}
 	}
 	return nil
 }
@@ -58,8 +55,9 @@ type histMetric struct {
 	labels []*dto.LabelPair
 	count  uint64
 	sum    float64
-	// The bounds and cumulative counts, one per bucket (+Inf left out: it
-	// is the count), owned by this metric.
+	// The bounds (shared, never modified) and cumulative counts, one per
+	// bucket (+Inf left out: it is the count), the latter owned by this
+	// metric.
 	bounds []float64
 	cum    []uint64
 	h      dto.Histogram
@@ -118,7 +116,7 @@ func newSiteMetrics(d *descs, labels []*dto.LabelPair, g gauges, v []uint64, bou
 		labels: labels,
 		count:  v[vDurCount],
 		sum:    float64(v[vDurSumNs]) / 1e9,
-		bounds: append([]float64(nil), bounds...),
+		bounds: bounds,
 		cum:    cum,
 	}
 	return sm

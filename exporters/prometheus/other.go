@@ -137,15 +137,15 @@ func newOtherState(n int) otherState {
 	return otherState{members: make(map[siteID]*member), gone: make([]uint64, n), exact: true}
 }
 
-// update records the top K of this Collect (top indexes sites) and sets
+// update records the top K of this Collect and sets
 // other to the counters to export under site="other", given total, the
 // counters summed over every site of the kind, and count, the number of
 // those sites. It returns the members in top's order, reusing out.
-func (o *otherState) update(sites []finalizerwatch.SiteStats, top []int, count int, total, other []uint64, out []*member) []*member {
+func (o *otherState) update(top []finalizerwatch.SiteStats, count int, total, other []uint64, out []*member) []*member {
 	o.gen++
 	out = out[:0]
-	for _, i := range top {
-		s := &sites[i]
+	for i := range top {
+		s := &top[i]
 		id := idOf(s)
 		m := o.members[id]
 		if m == nil {

@@ -112,7 +112,7 @@ func TestOtherIsMonotonic(t *testing.T) {
 	l := newSimLedger(5, perKind)
 	l.step()
 	c := newCollector(t, WithWatcher(newWatcher(t)), WithTopK(k))
-	c.sites = l.snapshot
+	setSites(c, l.snapshot)
 
 	totals := func() map[string][]float64 {
 		out := map[string][]float64{}
@@ -208,9 +208,9 @@ func TestOtherStartsExact(t *testing.T) {
 	l := newSimLedger(9, 6)
 	visible := 0
 	c := newCollector(t, WithWatcher(newWatcher(t)), WithTopK(k))
-	c.sites = func() []finalizerwatch.SiteStats {
+	setSites(c, func() []finalizerwatch.SiteStats {
 		return slices.DeleteFunc(l.snapshot(), func(s finalizerwatch.SiteStats) bool { return s.Site.Line >= 10+visible })
-	}
+	})
 	for _, visible = range []int{1, 2, 3, 6} {
 		l.step()
 		fams := gather(t, c)

@@ -3,7 +3,6 @@ package promexporter
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,16 +10,6 @@ import (
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-func sign(x int) int {
-	switch {
-	case x < 0:
-		return -1
-	case x > 0:
-		return 1
-	}
-	return 0
-}
 
 // synthSites returns n synthetic sites, distinct per kind, with classes,
 // growth, suspects and counts drawn from small ranges so that ties are
@@ -51,36 +40,6 @@ func synthSites(rng *rand.Rand, n int) []finalizerwatch.SiteStats {
 	return out
 }
 
-func TestSelectTopSynthetic(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	sites := synthSites(rng, 10000)
-	// The reference: every site of a kind sorted, as Top sorts them.
-	var sorted [numKinds][]int
-	for i := range sites {
-		sorted[sites[i].Kind] = append(sorted[sites[i].Kind], i)
-	}
-	for k := range sorted {
-		slices.SortFunc(sorted[k], func(i, j int) int { return rankCompare(&sites[i], &sites[j]) })
-	}
-	var top [numKinds][]int
-	for _, n := range []int{1, 2, 10, 100, 4999, 10000, 20000} {
-		selectTop(sites, n, &top)
-		for k := range top {
-			want := sorted[k][:min(n, len(sorted[k]))]
-			if !slices.Equal(top[k], want) {
-				t.Fatalf("K=%d, kind %v: selectTop = %v..., want %v...", n, finalizerwatch.Kind(k), top[k][:min(5, len(top[k]))], want[:min(5, len(want))])
-			}
-			if len(top[k]) > n {
-				t.Fatalf("K=%d: %d sites selected", n, len(top[k]))
-			}
-		}
-	}
-	// Selecting again reuses the slices: no allocation.
-	if a := testing.AllocsPerRun(5, func() { selectTop(sites, 10, &top) }); a != 0 {
-		t.Errorf("selectTop allocates %v times once its slices are grown", a)
-	}
-}
-
 func TestRankCompareOrder(t *testing.T) {
 	base := finalizerwatch.SiteStats{Site: stackcapture.Frame{Function: "a.f", File: "/a.go", Line: 1}}
 	better := func(mod func(*finalizerwatch.SiteStats)) finalizerwatch.SiteStats {
@@ -101,11 +60,11 @@ func TestRankCompareOrder(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if c := rankCompare(&tt.give, &base); c >= 0 {
-				t.Errorf("rankCompare(better, base) = %d, want < 0", c)
+			if c := finalizerwatch.CompareRank(&tt.give, &base); c >= 0 {
+				t.Errorf("finalizerwatch.CompareRank(better, base) = %d, want < 0", c)
 			}
-			if c := rankCompare(&base, &tt.give); c <= 0 {
-				t.Errorf("rankCompare(base, better) = %d, want > 0", c)
+			if c := finalizerwatch.CompareRank(&base, &tt.give); c <= 0 {
+				t.Errorf("finalizerwatch.CompareRank(base, better) = %d, want > 0", c)
 			}
 		})
 	}
@@ -117,7 +76,11 @@ func TestCollectAllocsDoNotGrowWithSites(t *testing.T) {
 	allocs := func(n int) float64 {
 		sites := synthSites(rand.New(rand.NewPCG(11, 12)), n)
 		c := newCollector(t, WithWatcher(newWatcher(t)))
-		c.sites = func() []finalizerwatch.SiteStats { return sites }
+		// The snapshot is built once: what is measured is Collect's own
+		// work given a snapshot.
+		var sn finalizerwatch.Snapshot
+		snapshotOf(&sn, sites, DefaultTopK)
+		c.read = func(dst *finalizerwatch.Snapshot) { *dst = sn }
 		ch := make(chan prometheus.Metric, 4096)
 		drain := func() {
 			c.Collect(ch)

@@ -24,17 +24,18 @@ func plantGeneratedSites(t *testing.T, w *finalizerwatch.Watcher) {
 	w.Close()
 }
 
-func TestRankMatchesTop(t *testing.T) {
+// TestReadMatchesTop checks that the snapshot the collector reads ranks
+// real sites as Top does, at every K.
+func TestReadMatchesTop(t *testing.T) {
 	w := newWatcher(t)
 	plantGeneratedSites(t, w)
-	sites := w.Sites()
-	if len(sites) != len(generatedSites) {
-		t.Fatalf("%d sites in the ledger, want %d", len(sites), len(generatedSites))
+	if n := len(w.Sites()); n != len(generatedSites) {
+		t.Fatalf("%d sites in the ledger, want %d", n, len(generatedSites))
 	}
 	all := w.Top(0)
-	var top [numKinds][]int
+	var sn finalizerwatch.Snapshot
 	for _, k := range []int{1, 7, 150, 1000} {
-		selectTop(sites, k, &top)
+		w.Read(&sn, finalizerwatch.ReadOptions{TopK: k})
 		for _, kind := range finalizerwatch.Kinds {
 			var want []string
 			for _, s := range all {
@@ -43,11 +44,11 @@ func TestRankMatchesTop(t *testing.T) {
 				}
 			}
 			var got []string
-			for _, i := range top[kind] {
-				got = append(got, sites[i].Site.String())
+			for _, s := range sn.Kinds[kind].Top {
+				got = append(got, s.Site.String())
 			}
 			if !slices.Equal(got, want) {
-				t.Errorf("K=%d, %v: selectTop ranks\n%q\nTop ranks\n%q", k, kind, got, want)
+				t.Errorf("K=%d, %v: Read ranks\n%q\nTop ranks\n%q", k, kind, got, want)
 			}
 		}
 	}

@@ -1,0 +1,560 @@
+package finalizerwatch
+
+import (
+	"hash/maphash"
+	"math"
+	"slices"
+
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// The read API: one Snapshot, filled by Read, serves every exporter.
+//
+// Ranking every site on every read costs O(ledger) per scrape, with the
+// ledger's sites spread over the heap: at 10 000 sites, milliseconds. Yet
+// the ranking hardly moves between GC cycles: a site's class and growth
+// change only when it is observed (once per cycle), its suspects only go
+// down within a cycle (registrations made in it are 0 cycles old). So the
+// watcher ranks once per GC cycle (Rank, or the first Read of a cycle) and
+// keeps, per kind, the top K sites and the counters of every other site
+// summed. A Read then costs O(K): the live counters of the K sites, the
+// sums of the others as of the ranking, and the overflow counters.
+
+// ReadOptions say what Read puts in a Snapshot.
+type ReadOptions struct {
+	// TopK is how many sites of each kind KindSnapshot.Top holds, best
+	// first; 0 for none. Negative means every site.
+	TopK int
+	// Stacks fills Stack and PCs of the Top sites (symbolized once per
+	// stack, then cached).
+	Stacks bool
+	// Fresh ranks anew at this instant, reading every ledger entry
+	// (O(ledger)), rather than reusing the ranking of the current GC cycle:
+	// then every count in the snapshot is exact, not only the top K's.
+	Fresh bool
+	// Entries fills Snapshot.Entries with every ledger entry (O(ledger),
+	// nothing symbolized): what a profile of every registration stack
+	// needs.
+	Entries bool
+}
+
+// Snapshot is one read of a Watcher's ledger. Read fills it, reusing its
+// slices: a caller that reads into the same Snapshot again allocates
+// nothing in the steady state, and must not keep slices of an earlier read.
+type Snapshot struct {
+	// Kinds holds each kind's part, indexed by Kind.
+	Kinds [len(Kinds)]KindSnapshot
+	// Overflow counts what the bounded tables refused, read live.
+	Overflow Overflow
+	// RankCycles are the watcher's GC cycles of each kind (see Cycles) at
+	// the ranking the snapshot is based on.
+	RankCycles [len(Kinds)]uint64
+	// Entries are every ledger entry, if ReadOptions.Entries asked for
+	// them; the order is unspecified.
+	Entries []Entry
+}
+
+// KindSnapshot is the part of a Snapshot about one kind.
+type KindSnapshot struct {
+	// Totals is the ledger summed over every site of the kind, the
+	// overflow entry included: Other plus every Top site.
+	Totals
+	// Duration is the run-time histogram summed over every site.
+	Duration Histogram
+	// Growing is how many sites of the kind the growth model classes
+	// growing.
+	Growing int
+	// Ranked is how many sites (ledger entries merged by site, the
+	// overflow entry included) the ranking considered; Tracked is how many
+	// of them are not the overflow entry.
+	Ranked, Tracked int
+	// Top are the best-ranked sites (at most ReadOptions.TopK), best first,
+	// in the order of CompareRank as of the ranking. Their counts are read
+	// live, exactly.
+	Top []SiteStats
+	// Other is every site outside Top summed (Site is zero, Class the
+	// highest class among them, Growth and Suspect summed). Without Fresh,
+	// its counts are those of the ranking, read once in the current GC
+	// cycle (or when the ledger last gained an entry).
+	Other SiteStats
+}
+
+// Entry is one ledger entry as ReadOptions.Entries reports it: its
+// registration stack's program counters, unsymbolized.
+type Entry struct {
+	Kind Kind
+	// PCs are the registration stack's return program counters, innermost
+	// first (shared: do not modify); nil for an entry that has none (the
+	// overflow entry), whose Site then says where it stands.
+	PCs  []uintptr
+	Site stackcapture.Frame // only when PCs is nil
+	// Counts as in SiteStats.
+	Registered, Outstanding, Suspect, Growth uint64
+	Class                                    Class
+}
+
+// group is a site: the ledger entries of one kind that share a frame
+// (with full stacks, one per stack into it; without, usually one). The
+// ranking ranks groups. Groups are never removed, as entries are not.
+type group struct {
+	kind     Kind
+	frame    stackcapture.Frame
+	head     *site // its first entry; the others chain through site.next
+	nextHash int32 // index of the next group with the same hash, -1 if none
+	// Pass-1 scratch of the latest ranking (see rankLocked).
+	pass                                     uint32
+	top                                      bool
+	class                                    Class
+	growth, suspect, outstanding, registered uint64
+}
+
+func (g *group) key() rankKey {
+	return rankKey{g.class, g.growth, g.suspect, g.outstanding, g.registered, g.kind, &g.frame}
+}
+
+// ranking is a Watcher's per-cycle ranking, guarded by mu.
+type ranking struct {
+	groups []group
+	byHash map[uint64]int32
+	seed   maphash.Seed
+
+	pass  uint32
+	valid bool
+	// What the ranking was made for: the clocks, the ledger's size, and
+	// K. A read finding any of these moved ranks again.
+	cycles  [len(Kinds)]uint32
+	entries int
+	ovf     [len(Kinds)]bool
+	k       int
+
+	seen [len(Kinds)][]int32 // groups of each kind met in this pass
+	top  [len(Kinds)][]int32 // the top k of each kind, best first
+	rest [len(Kinds)]restSums
+	// counts is the Duration.Counts backing of rest.
+	counts [len(Kinds)][durBuckets]uint64
+}
+
+// restSums are the counts of the sites outside the top k, as of the
+// ranking.
+type restSums struct {
+	entries                                                    int
+	registered, executed, cleared, clearedOutside, outstanding uint64
+	suspect, growth                                            uint64
+	class                                                      Class
+	growing, ranked, tracked                                   int
+	durCount, durSumNs                                         uint64
+}
+
+// Rank ranks the ledger now for the current GC cycle, reading every entry
+// once (O(ledger)): the once-per-cycle work that lets Read cost O(K).
+// Call it after each GC cycle from a goroutine of your own (the probe
+// does, from its cycle loop) to keep that work off the scrape path;
+// without it, the first Read of each cycle ranks.
+func (w *Watcher) Rank() {
+	w.init()
+	w.rankMu.Lock()
+	defer w.rankMu.Unlock()
+	w.rankLocked(max(w.rank.k, 1))
+}
+
+// Read fills dst with a snapshot of the ledger as opts asks: per kind, the
+// top K sites with live counts, everything else summed under Other, the
+// totals; and the overflow counters. It ranks the ledger only when the
+// current ranking is not for the current GC cycle of both kinds, for the
+// current number of ledger entries and for at least opts.TopK sites (or
+// when opts.Fresh asks); otherwise it reads O(K) entries. See Rank.
+//
+// Reading observes the read sites for the growth model, as every read
+// does (see Top).
+func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
+	w.init()
+	w.rankMu.Lock()
+	defer w.rankMu.Unlock()
+	r := &w.rank
+	k := opts.TopK
+	if k < 0 {
+		k = math.MaxInt
+	}
+	switch {
+	case opts.Fresh:
+		// A fresh read ranks for its own K; a later cached read ranks
+		// again for its K rather than inheriting, say, every site.
+		w.rankLocked(max(k, r.k))
+		r.valid = false
+	case !w.rankCurrent(k):
+		w.rankLocked(max(k, r.k))
+	}
+	for kind := range dst.Kinds {
+		w.readKind(&dst.Kinds[kind], Kind(kind), k, opts.Stacks)
+		dst.RankCycles[kind] = uint64(r.cycles[kind])
+	}
+	dst.Overflow = w.overflowNow()
+	dst.Entries = dst.Entries[:0]
+	if opts.Entries {
+		dst.Entries = w.appendEntries(dst.Entries)
+	}
+}
+
+// rankCurrent reports whether the ranking serves a read of k sites now.
+func (w *Watcher) rankCurrent(k int) bool {
+	r := &w.rank
+	if !r.valid || k > r.k || w.sites.Len() != r.entries {
+		return false
+	}
+	for kind := range r.cycles {
+		if w.cycles[kind].Load() != r.cycles[kind] || (w.overflow[kind].registered.Load() > 0) != r.ovf[kind] {
+			return false
+		}
+	}
+	return true
+}
+
+// rankLocked ranks every entry, in two passes over the ledger: the first
+// reads each entry's ranking keys (observing it for the growth model) and
+// sums them by site; the top k sites of each kind are then selected; the
+// second sums the counters of every entry outside them.
+func (w *Watcher) rankLocked(k int) {
+	r := &w.rank
+	if r.byHash == nil {
+		r.byHash = make(map[uint64]int32)
+		r.seed = maphash.MakeSeed()
+	}
+	r.pass++
+	r.k = k
+	r.entries = w.sites.Len()
+	for kind := range r.cycles {
+		r.cycles[kind] = w.cycles[kind].Load()
+		r.ovf[kind] = w.overflow[kind].registered.Load() > 0
+		r.seen[kind] = r.seen[kind][:0]
+		r.rest[kind] = restSums{}
+		clear(r.counts[kind][:])
+	}
+	// Pass 1: ranking keys, by site.
+	each := func(s *site) {
+		g := w.groupOf(s)
+		gi := s.grp - 1
+		if g.pass != r.pass {
+			g.pass, g.top = r.pass, false
+			g.class, g.growth, g.suspect, g.outstanding, g.registered = ClassChurn, 0, 0, 0, 0
+			r.seen[g.kind] = append(r.seen[g.kind], gi)
+		}
+		executed := s.executed.Load()
+		cleared := s.cleared.Load()
+		registered := s.registered.Load()
+		var survived [AgeBuckets]uint64
+		sus, class, growth := s.ages.read(r.cycles[s.kind], w.cfg.suspectCycles, &survived)
+		g.class = max(g.class, class)
+		g.growth += growth
+		g.suspect += sus
+		g.registered += registered
+		if done := executed + cleared; registered > done {
+			g.outstanding += registered - done
+		}
+	}
+	w.eachEntry(each)
+	// The top k of each kind.
+	for kind := range r.top {
+		r.top[kind] = selectTop(r.groups, r.seen[kind], k, r.top[kind][:0])
+		for _, gi := range r.top[kind] {
+			r.groups[gi].top = true
+		}
+		rest := &r.rest[kind]
+		for _, gi := range r.seen[kind] {
+			g := &r.groups[gi]
+			rest.ranked++
+			if g.head != &w.overflow[kind] {
+				rest.tracked++
+			}
+			if g.top {
+				continue
+			}
+			rest.suspect += g.suspect
+			rest.growth += g.growth
+			rest.class = max(rest.class, g.class)
+			if g.class == ClassGrowing {
+				rest.growing++
+			}
+		}
+	}
+	// Pass 2: the counters of the rest. Outstanding is computed from the
+	// counters read here, as Read computes it for the top sites.
+	w.eachEntry(func(s *site) {
+		rest := &r.rest[s.kind]
+		rest.entries++
+		if r.groups[s.grp-1].top {
+			return
+		}
+		executed := s.executed.Load()
+		cleared := s.cleared.Load()
+		registered := s.registered.Load()
+		rest.registered += registered
+		rest.executed += executed
+		rest.cleared += cleared
+		rest.clearedOutside += s.clearedOutside.Load()
+		if done := executed + cleared; registered > done {
+			rest.outstanding += registered - done
+		}
+		c := &r.counts[s.kind]
+		for i := range s.dur.counts {
+			n := s.dur.counts[i].Load()
+			c[i] += n
+			rest.durCount += n
+		}
+		rest.durSumNs += s.dur.sumNs.Load()
+	})
+	r.valid = true
+}
+
+// eachEntry calls f for every ledger entry that counts: the direct ones
+// and each overflow entry that has registered.
+func (w *Watcher) eachEntry(f func(*site)) {
+	w.sites.Range(func(_ siteKey, s *site) bool {
+		if !s.indirect {
+			f(s)
+		}
+		return true
+	})
+	for k := range w.overflow {
+		if w.overflow[k].registered.Load() > 0 {
+			f(&w.overflow[k])
+		}
+	}
+}
+
+// groupOf returns s's group, assigning it one on first sight: the group of
+// its kind and frame, new if there is none. Under rankMu.
+func (w *Watcher) groupOf(s *site) *group {
+	r := &w.rank
+	if s.grp != 0 {
+		return &r.groups[s.grp-1]
+	}
+	f := s.siteFrame()
+	var h maphash.Hash
+	h.SetSeed(r.seed)
+	h.WriteString(f.Function)
+	h.WriteByte(0)
+	h.WriteString(f.File)
+	h.WriteByte(byte(s.kind))
+	maphash.WriteComparable(&h, f.Line)
+	sum := h.Sum64()
+	first, ok := r.byHash[sum]
+	if ok {
+		for gi := first; gi >= 0; gi = r.groups[gi].nextHash {
+			g := &r.groups[gi]
+			if g.kind == s.kind && g.frame.Function == f.Function && g.frame.File == f.File && g.frame.Line == f.Line {
+				// Append s to the group's chain, after its head.
+				s.next, g.head.next = g.head.next, s
+				s.grp = gi + 1
+				return g
+			}
+		}
+	} else {
+		first = -1
+	}
+	gi := int32(len(r.groups))
+	r.groups = append(r.groups, group{kind: s.kind, frame: f, head: s, nextHash: first})
+	r.byHash[sum] = gi
+	s.grp = gi + 1
+	return &r.groups[gi]
+}
+
+// selectTop appends to dst the indices, among cands, of the k best-ranked
+// groups, best first: a heap of k whose root is the worst of them, so that
+// the others are compared once each and never sorted.
+func selectTop(groups []group, cands []int32, k int, dst []int32) []int32 {
+	worse := func(x, y int32) bool {
+		a, b := groups[x].key(), groups[y].key()
+		return compareKeys(&a, &b) > 0
+	}
+	h := dst
+	for _, gi := range cands {
+		switch {
+		case len(h) < k:
+			h = append(h, gi)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !worse(h[i], h[p]) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+		case k > 0 && worse(h[0], gi):
+			h[0] = gi
+			for i := 0; ; {
+				l := 2*i + 1
+				if l >= len(h) {
+					break
+				}
+				c := l
+				if l+1 < len(h) && worse(h[l+1], h[l]) {
+					c = l + 1
+				}
+				if !worse(h[c], h[i]) {
+					break
+				}
+				h[i], h[c] = h[c], h[i]
+				i = c
+			}
+		}
+	}
+	slices.SortFunc(h, func(x, y int32) int {
+		a, b := groups[x].key(), groups[y].key()
+		return compareKeys(&a, &b)
+	})
+	return h
+}
+
+// readKind fills ks from the ranking: the first k top sites read live, the
+// rest of the ranked top folded into Other, and the totals.
+func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
+	r := &w.rank
+	rest := &r.rest[kind]
+	o := &ks.Other
+	counts := o.Duration.Counts
+	*o = SiteStats{
+		Kind:           kind,
+		Registered:     rest.registered,
+		Executed:       rest.executed,
+		Cleared:        rest.cleared,
+		ClearedOutside: rest.clearedOutside,
+		Outstanding:    rest.outstanding,
+		Suspect:        rest.suspect,
+		Class:          rest.class,
+		Growth:         rest.growth,
+	}
+	o.Duration = Histogram{Bounds: durationBoundsSeconds, Counts: reuseCounts(counts), Count: rest.durCount,
+		Sum: float64(rest.durSumNs) / 1e9}
+	copy(o.Duration.Counts, r.counts[kind][:])
+	ks.Growing = rest.growing
+	ks.Ranked, ks.Tracked = rest.ranked, rest.tracked
+
+	top := ks.Top[:0]
+	var one SiteStats
+	for i, gi := range r.top[kind] {
+		g := &r.groups[gi]
+		if i >= k {
+			one.Duration.Counts = reuseCounts(one.Duration.Counts)
+			w.readGroup(g, &one, false)
+			if one.Class == ClassGrowing {
+				ks.Growing++
+			}
+			mergeInto(o, &one)
+			continue
+		}
+		var s *SiteStats
+		if len(top) < cap(top) {
+			top = top[:len(top)+1]
+			s = &top[len(top)-1]
+		} else {
+			top = append(top, SiteStats{})
+			s = &top[len(top)-1]
+		}
+		s.Duration.Counts = reuseCounts(s.Duration.Counts)
+		w.readGroup(g, s, stacks)
+		if s.Class == ClassGrowing {
+			ks.Growing++
+		}
+	}
+	ks.Top = top
+
+	t := Totals{Kind: kind, Sites: rest.entries}
+	add := func(s *SiteStats) {
+		t.Registered += s.Registered
+		t.Executed += s.Executed
+		t.Cleared += s.Cleared
+		t.ClearedOutside += s.ClearedOutside
+		t.Outstanding += s.Outstanding
+		t.Suspect += s.Suspect
+	}
+	add(o)
+	ks.Duration.Counts = reuseCounts(ks.Duration.Counts)
+	ks.Duration.Bounds = durationBoundsSeconds
+	copy(ks.Duration.Counts, o.Duration.Counts)
+	ks.Duration.Count, ks.Duration.Sum = o.Duration.Count, o.Duration.Sum
+	for i := range top {
+		add(&top[i])
+		for j, n := range top[i].Duration.Counts {
+			ks.Duration.Counts[j] += n
+		}
+		ks.Duration.Count += top[i].Duration.Count
+		ks.Duration.Sum += top[i].Duration.Sum
+	}
+	ks.Totals = t
+}
+
+// reuseCounts returns c cleared if it can hold a histogram's counts, else
+// a new slice.
+func reuseCounts(c []uint64) []uint64 {
+	if cap(c) < durBuckets {
+		return make([]uint64, durBuckets)
+	}
+	c = c[:durBuckets:durBuckets]
+	clear(c)
+	return c
+}
+
+// readGroup sets s to the live counts of g's entries, merged, keeping s's
+// Duration.Counts (of length durBuckets) as the histogram's backing.
+func (w *Watcher) readGroup(g *group, s *SiteStats, withStack bool) {
+	counts := s.Duration.Counts
+	*s = SiteStats{Kind: g.kind, Site: g.frame}
+	s.Duration = Histogram{Bounds: durationBoundsSeconds, Counts: counts}
+	var one SiteStats
+	var buf [durBuckets]uint64
+	for e := g.head; e != nil; e = e.next {
+		one = w.stats(e, false, buf[:])
+		mergeInto(s, &one)
+	}
+	if withStack {
+		if g.head.stack != nil {
+			s.Stack, s.PCs = g.head.stack.Frames(), g.head.stack.PCs()
+		} else {
+			s.Stack = []stackcapture.Frame{s.Site}
+		}
+	}
+}
+
+// mergeInto adds b's counts to a, as merge does, a's histogram counts
+// being a buffer of durBuckets counts.
+func mergeInto(a, b *SiteStats) {
+	a.Registered += b.Registered
+	a.Executed += b.Executed
+	a.Cleared += b.Cleared
+	a.ClearedOutside += b.ClearedOutside
+	a.Outstanding += b.Outstanding
+	a.Suspect += b.Suspect
+	for i := range a.Survived {
+		a.Survived[i] += b.Survived[i]
+	}
+	for i := range b.Duration.Counts {
+		a.Duration.Counts[i] += b.Duration.Counts[i]
+	}
+	a.Duration.Count += b.Duration.Count
+	a.Duration.Sum += b.Duration.Sum
+	a.Class = max(a.Class, b.Class)
+	a.Growth += b.Growth
+}
+
+// appendEntries appends every ledger entry to dst.
+func (w *Watcher) appendEntries(dst []Entry) []Entry {
+	w.eachEntry(func(s *site) {
+		executed := s.executed.Load()
+		cleared := s.cleared.Load()
+		registered := s.registered.Load()
+		e := Entry{Kind: s.kind, Registered: registered}
+		if done := executed + cleared; registered > done {
+			e.Outstanding = registered - done
+		}
+		var survived [AgeBuckets]uint64
+		e.Suspect, e.Class, e.Growth = s.ages.read(w.cycles[s.kind].Load(), w.cfg.suspectCycles, &survived)
+		if s.stack != nil && !s.stack.Overflow() {
+			e.PCs = s.stack.PCs()
+		}
+		if e.PCs == nil {
+			e.Site = s.siteFrame()
+		}
+		dst = append(dst, e)
+	})
+	return dst
+}
