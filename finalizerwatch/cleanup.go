@@ -99,10 +99,10 @@ func (r *cleanupRec[S]) run() {
 	smp := r.h.sample()
 	f := r.h.state.Load() & cleanupSampled
 	start := monoNow()
-	tok := s.begin(start)
+	slot := s.w.begin(s, start)
 	r.fn(r.arg)
 	d := time.Duration(monoNow() - start)
-	s.end(tok)
+	end(slot)
 	switch {
 	case r.h.state.CompareAndSwap(cleanupPending|f, cleanupRan|f):
 		s.executed.Add(1)

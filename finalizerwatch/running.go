@@ -3,13 +3,14 @@ package finalizerwatch
 import (
 	"cmp"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gcprobe/probe/stackcapture"
 )
 
-// clockBase is the origin of the times a site records for its running
-// callback.
+// clockBase is the origin of the times recorded for running callbacks.
 var clockBase = time.Now()
 
 // monoNow reads the monotonic clock, in nanoseconds since clockBase. It is
@@ -17,21 +18,112 @@ var clockBase = time.Now()
 // the wall clock too: one clock read instead of two.
 func monoNow() int64 { return int64(time.Since(clockBase)) }
 
-// begin records that a callback at s started at start (monoNow), unless
-// one is running there already (cleanups may run concurrently): then the
-// earlier one stays the one reported. It returns the token end takes.
-func (s *site) begin(start int64) int64 {
-	t := start | 1 // never 0, which means none
-	if s.running.CompareAndSwap(0, t) {
-		return t
-	}
-	return 0
+// Callbacks running now are recorded in a few slots per watcher and kind,
+// not on their sites, so that Running reads a handful of words however many
+// sites the ledger has (it is read on every scrape). The runtime runs
+// finalizers on one goroutine, and cleanups on at most GOMAXPROCS/4
+// (runtime/mcleanup.go, maxCleanupGs); a callback that finds every slot of
+// its kind taken is not recorded.
+//
+// A slot is one word, claimed with a compare-and-swap and released with a
+// store: the callback's start, in milliseconds since clockBase plus one,
+// above the running site's id (site.runID) in the low runIDBits. Each slot
+// has a cache line of its own, as concurrent cleanups claim neighbours.
+const (
+	runIDBits       = 22 // ids up to MaxSitesLimit, with room to spare
+	runIDMask       = 1<<runIDBits - 1
+	finalizerSlots  = 1
+	cleanupSlots    = 16
+	runSlotsPerKind = cleanupSlots
+)
+
+type runSlot struct {
+	w atomic.Uint64
+	_ [56]byte
 }
 
-// end records that the callback begin returned tok for has returned.
-func (s *site) end(tok int64) {
-	if tok != 0 {
-		s.running.CompareAndSwap(tok, 0)
+// runSlots are a watcher's slots for running callbacks, and the registry
+// that turns a slot's site id back into its site.
+type runSlots struct {
+	slots [numKinds][runSlotsPerKind]runSlot
+
+	mu    sync.Mutex                          // guards the chunks' contents and next
+	next  uint32                              // last id given out
+	chunk []atomic.Pointer[[runIDChunk]*site] // made by init, for the site table's bound
+}
+
+// init sizes the registry for a site table of at most maxSites entries
+// (and the few more that racing inserts may add, and the overflow sites).
+func (r *runSlots) init(maxSites int) {
+	r.chunk = make([]atomic.Pointer[[runIDChunk]*site], (maxSites+runIDChunk)/runIDChunk+1)
+}
+
+const runIDChunk = 1024
+
+// runID returns s's id in w's running-callback registry, giving it one on
+// its first run.
+func (w *Watcher) runID(s *site) uint32 {
+	if id := s.runID.Load(); id != 0 {
+		return id
+	}
+	r := &w.running
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id := s.runID.Load(); id != 0 {
+		return id
+	}
+	if int(r.next+1)/runIDChunk >= len(r.chunk) {
+		return 0 // not recorded: more sites than the table's bound allows for
+	}
+	r.next++
+	id := r.next
+	c := r.chunk[id/runIDChunk].Load()
+	if c == nil {
+		c = new([runIDChunk]*site)
+		r.chunk[id/runIDChunk].Store(c)
+	}
+	c[id%runIDChunk] = s
+	s.runID.Store(id)
+	return id
+}
+
+func (r *runSlots) site(id uint32) *site {
+	if int(id/runIDChunk) >= len(r.chunk) {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.chunk[id/runIDChunk].Load(); c != nil {
+		return c[id%runIDChunk]
+	}
+	return nil
+}
+
+// begin records that a callback at s started at start (monoNow). It
+// returns the slot end releases, or nil if none was free.
+func (w *Watcher) begin(s *site, start int64) *atomic.Uint64 {
+	id := w.runID(s)
+	if id == 0 {
+		return nil
+	}
+	word := uint64(start/int64(time.Millisecond)+1)<<runIDBits | uint64(id)
+	n := cleanupSlots
+	if s.kind == KindFinalizer {
+		n = finalizerSlots
+	}
+	slots := &w.running.slots[s.kind]
+	for i := range n {
+		if slots[i].w.CompareAndSwap(0, word) {
+			return &slots[i].w
+		}
+	}
+	return nil
+}
+
+// end records that the callback begin returned slot for has returned.
+func end(slot *atomic.Uint64) {
+	if slot != nil {
+		slot.Store(0)
 	}
 }
 
@@ -40,30 +132,39 @@ func (s *site) end(tok int64) {
 type RunningCallback struct {
 	Kind Kind
 	Site stackcapture.Frame
-	// For is how long it has been running. A finalizer that runs for long
-	// holds up every finalizer queued behind it: the runtime runs them one
-	// at a time, on one goroutine.
+	// For is how long it has been running, to the millisecond. A finalizer
+	// that runs for long holds up every finalizer queued behind it: the
+	// runtime runs them one at a time, on one goroutine.
 	For time.Duration
 }
 
 // Running returns the watched finalizers and cleanups running now, one per
 // site (where several cleanups of a site run at once, the one that started
-// first), the longest running first. It reads every site of the ledger.
+// first), the longest running first. Its cost does not depend on the size
+// of the ledger: it reads a few slots per kind. Where more cleanups run at
+// once than it has slots for (16; the runtime runs at most GOMAXPROCS/4),
+// the later ones are not listed.
 func (w *Watcher) Running() []RunningCallback {
-	w.init()
 	now := monoNow()
 	var out []RunningCallback
-	add := func(s *site) {
-		if t := s.running.Load(); t != 0 {
-			out = append(out, RunningCallback{Kind: s.kind, Site: s.siteFrame(), For: time.Duration(max(0, now-t))})
+	for k := range w.running.slots {
+		for i := range w.running.slots[k] {
+			word := w.running.slots[k][i].w.Load()
+			if word == 0 {
+				continue
+			}
+			s := w.running.site(uint32(word & runIDMask))
+			if s == nil {
+				continue
+			}
+			start := int64(word>>runIDBits-1) * int64(time.Millisecond)
+			rc := RunningCallback{Kind: s.kind, Site: s.siteFrame(), For: time.Duration(max(0, now-start))}
+			if j := slices.IndexFunc(out, func(o RunningCallback) bool { return o.Kind == rc.Kind && o.Site == rc.Site }); j >= 0 {
+				out[j].For = max(out[j].For, rc.For)
+				continue
+			}
+			out = append(out, rc)
 		}
-	}
-	w.sites.Range(func(_ siteKey, s *site) bool {
-		add(s)
-		return true
-	})
-	for k := range w.overflow {
-		add(&w.overflow[k])
 	}
 	slices.SortFunc(out, func(a, b RunningCallback) int { return cmp.Compare(b.For, a.For) })
 	return out

@@ -1,7 +1,9 @@
 package finalizerwatch
 
 import (
+	"reflect"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,4 +79,56 @@ func TestRunningNamesABlockingCleanup(t *testing.T) {
 		r := w.Running()
 		return len(r) == 1 && r[0].Site.Line == line && r[0].Kind == KindCleanup
 	})
+}
+
+func runningSiteA() {}
+func runningSiteB() {}
+
+// The slots that record running callbacks: a finalizer takes the one
+// finalizer slot, cleanups up to 16 slots; one that finds them all taken is
+// not recorded; Running lists each site once, with its longest running
+// callback, and nothing once they end.
+func TestRunningSlots(t *testing.T) {
+	w := newWatcher(t)
+	pcOf := func(f func()) uintptr { return reflect.ValueOf(f).Pointer() + 1 }
+	a := w.siteFor(KindCleanup, pcOf(runningSiteA), 0)
+	b := w.siteFor(KindCleanup, pcOf(runningSiteB), 0)
+	f := w.siteFor(KindFinalizer, pcOf(runningSiteA), 0)
+	now := monoNow()
+	var slots []*atomic.Uint64
+	// a's first cleanup and the finalizer started at clockBase, the rest
+	// now: a is listed once, with its earliest start.
+	slots = append(slots, w.begin(a, 0), w.begin(b, now))
+	for range cleanupSlots - 2 {
+		slots = append(slots, w.begin(a, now))
+	}
+	if s := w.begin(b, now); s != nil {
+		t.Fatal("a 17th concurrent cleanup was given a slot")
+	}
+	fs := w.begin(f, 0)
+	if s := w.begin(f, now); s != nil {
+		t.Fatal("a second concurrent finalizer was given a slot")
+	}
+	r := w.Running()
+	if len(r) != 3 {
+		t.Fatalf("Running = %+v, want 3 entries", r)
+	}
+	since := time.Duration(now/int64(time.Millisecond)) * time.Millisecond
+	byKind := map[Kind]RunningCallback{r[0].Kind: r[0], r[1].Kind: r[1]}
+	if c := byKind[KindCleanup]; c.Site.Function != a.siteFrame().Function || c.For < since {
+		t.Errorf("Running = %+v: want the cleanup at %s running for %v or more first", r, a.siteFrame().Function, since)
+	}
+	if c := byKind[KindFinalizer]; c.Site.Function != f.siteFrame().Function || c.For < since {
+		t.Errorf("Running = %+v: want the finalizer running for %v or more first", r, since)
+	}
+	if r[2].Kind != KindCleanup || r[2].Site.Function != b.siteFrame().Function || r[2].For > r[1].For {
+		t.Errorf("Running = %+v: want the cleanup at %s last", r, b.siteFrame().Function)
+	}
+	for _, s := range slots {
+		end(s)
+	}
+	end(fs)
+	if r := w.Running(); len(r) != 0 {
+		t.Fatalf("Running after every callback ended = %+v", r)
+	}
 }

@@ -258,7 +258,7 @@ func runFinalizer(obj any) {
 	}
 	start := monoNow()
 	site := e.site()
-	tok := site.begin(start)
+	slot := site.w.begin(site, start)
 	switch e.call &^ callSampled {
 	case callAny:
 		e.fin.(func(any))(obj)
@@ -272,7 +272,7 @@ func runFinalizer(obj any) {
 		reflect.ValueOf(e.fin).Call([]reflect.Value{reflect.ValueOf(obj)})
 	}
 	d := time.Duration(monoNow() - start)
-	site.end(tok)
+	end(slot)
 	site.executed.Add(1)
 	site.done(e.cyc)
 	site.dur.observe(d)

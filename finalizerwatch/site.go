@@ -61,7 +61,7 @@ type site struct {
 	executed       atomic.Uint64
 	cleared        atomic.Uint64
 	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
-	running        atomic.Int64  // start of the callback running now (see begin), 0 if none
+	runID          atomic.Uint32 // id in the watcher's running-callback registry (running.go), 0 until its first run
 	ages           ageRing
 	dur            durHist
 

@@ -55,6 +55,9 @@ type Watcher struct {
 	// site.
 	rankMu sync.Mutex
 	rank   ranking
+
+	// running records the callbacks running now (running.go).
+	running runSlots
 }
 
 // Default is the Watcher behind the package-level SetFinalizer and
@@ -87,6 +90,7 @@ func (w *Watcher) init() {
 		w.sites = bounded.New[siteKey, site](w.cfg.maxSites)
 		w.stacks, _ = stackcapture.NewTable(stackcapture.WithLimit(w.cfg.maxStacks))
 		w.samples = newSampleTable(w.cfg.maxStacks)
+		w.running.init(w.cfg.maxSites)
 		w.stackEntries = w.cfg.maxSites - w.cfg.maxSites/8
 		for _, k := range Kinds {
 			w.overflow[k].w, w.overflow[k].kind = w, k
