@@ -3,6 +3,8 @@ package finalizerwatch
 import (
 	"sync"
 	"unsafe"
+
+	"github.com/gcprobe/probe/internal/gcclock"
 )
 
 // objMap finds the ledger entry of an object's finalizer by the object's
@@ -46,7 +48,11 @@ type objShard struct {
 	slots []objSlot // 1<<bits slots, at most half full
 	bits  uint
 	n     int
-	_     [16]byte // keep shards on separate cache lines
+	// lowSince is the GC cycle (gcclock's finalizer chain, plus one) in
+	// which the shard was first seen less than an eighth full since it
+	// last was fuller; 0 while it is not. See take.
+	lowSince uint64
+	_        [8]byte // keep shards on separate cache lines
 }
 
 type objSlot struct {
@@ -129,6 +135,12 @@ func (m *objMap) put(addr uintptr, e finEntry) (old finEntry, replaced bool) {
 	if 2*(s.n+1) > len(s.slots) {
 		s.resize(max(minShardBits, s.bits+1))
 	}
+	switch {
+	case 8*(s.n+1) >= len(s.slots):
+		s.lowSince = 0
+	case s.lowSince != 0:
+		s.shrink()
+	}
 	mask := len(s.slots) - 1
 	i := s.home(addr, h)
 	for s.slots[i].addr != 0 {
@@ -168,10 +180,34 @@ func (m *objMap) take(addr uintptr) (finEntry, bool) {
 	s.deleteAt(i, mask)
 	s.n--
 	if s.bits > minShardBits && 8*s.n < len(s.slots) {
-		s.resize(s.bits - 1) // give memory back after a burst
+		s.shrink()
 	}
 	s.mu.Unlock()
 	return e, true
+}
+
+// shrink gives memory back after a burst, once it is over: a shard less
+// than an eighth full shrinks to a quarter full, but only once it has
+// stayed under an eighth for two GC cycles. Shrinking as soon as it
+// empties would make a program that registers and drops a batch of objects
+// in each cycle grow and shrink the table with every batch, allocating and
+// copying it each time. The check runs on the shard's puts and takes;
+// without a running GC-cycle clock (no watcher open), the memory is kept.
+func (s *objShard) shrink() {
+	cur := gcclock.Ticks(gcclock.Finalizer) + 1
+	switch {
+	case s.lowSince == 0:
+		s.lowSince = cur
+	case cur-s.lowSince >= 2:
+		bits := uint(minShardBits)
+		for 4*s.n > 1<<bits {
+			bits++
+		}
+		if bits < s.bits {
+			s.resize(bits)
+		}
+		s.lowSince = 0
+	}
 }
 
 // deleteAt empties slot i and shifts back the entries after it whose probe

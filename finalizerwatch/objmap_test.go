@@ -129,3 +129,42 @@ func TestObjMapNeighboursShareCacheLines(t *testing.T) {
 		t.Fatalf("%.0f%% of consecutive objects have entries within 8 slots of each other, want at least 90%%", 100*frac)
 	}
 }
+
+// TestObjMapShrinksAfterTheBurst checks that the address table keeps its
+// size while objects come and go from one GC cycle to the next, and gives
+// the memory back once a burst has been over for two cycles.
+func TestObjMapShrinksAfterTheBurst(t *testing.T) {
+	w := newWatcher(t) // runs the GC-cycle clock
+	var m objMap
+	const n = 20_000
+	addr := func(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }
+	slots := func() (total int) {
+		for i := range m.shards {
+			total += len(m.shards[i].slots)
+		}
+		return total
+	}
+	for round := range 3 {
+		for i := range n {
+			m.put(addr(i), finEntry{})
+		}
+		peak := slots()
+		for i := range n {
+			m.take(addr(i))
+		}
+		if got := slots(); got != peak {
+			t.Fatalf("round %d: drained table shrank from %d to %d slots within the cycle", round, peak, got)
+		}
+		awaitCycles(t, w, 1)
+	}
+	awaitCycles(t, w, 2)
+	touched := map[*objShard]bool{}
+	for a := addr(0); len(touched) < objShards; a += 1 << chunkShift { // touch every shard
+		touched[m.shard(objHash(a))] = true
+		m.put(a, finEntry{})
+		m.take(a)
+	}
+	if got, want := slots(), objShards<<minShardBits; got != want {
+		t.Fatalf("two cycles after the burst the table has %d slots, want %d", got, want)
+	}
+}
