@@ -101,7 +101,11 @@ func (r *cleanupRec[S]) run() {
 	start := monoNow()
 	slot := s.w.begin(s, start)
 	r.fn(r.arg)
-	d := time.Duration(monoNow() - start)
+	var d time.Duration
+	timed := timed()
+	if timed {
+		d = time.Duration(monoNow() - start)
+	}
 	end(slot)
 	switch {
 	case r.h.state.CompareAndSwap(cleanupPending|f, cleanupRan|f):
@@ -121,7 +125,9 @@ func (r *cleanupRec[S]) run() {
 	if smp != nil {
 		smp.executed.Add(1)
 	}
-	s.dur.observe(d)
+	if timed {
+		s.dur.observe(d)
+	}
 }
 
 // AddCleanup is runtime.AddCleanup with the registration counted at its call

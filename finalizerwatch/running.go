@@ -2,6 +2,7 @@ package finalizerwatch
 
 import (
 	"cmp"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,19 @@ var clockBase = time.Now()
 // time.Since, which reads only the monotonic clock, where time.Now reads
 // the wall clock too: one clock read instead of two.
 func monoNow() int64 { return int64(time.Since(clockBase)) }
+
+// DurationSampleRate is how many callback runs, on average, make one that
+// is timed: one in DurationSampleRate, chosen at random, goes into its
+// site's run-time histogram (SiteStats.Duration), whose counts and sum are
+// scaled back by the rate when read. So the histogram is an unbiased
+// estimate, its counts multiples of the rate, while Executed stays exact.
+// Reading the clock when a callback returns costs about as much as the
+// rest of the run's accounting together; the start of every run is still
+// read, for Running.
+const DurationSampleRate = 8
+
+// timed reports whether this run goes into the run-time histogram.
+func timed() bool { return rand.Uint32() < (1<<32)/DurationSampleRate }
 
 // Callbacks running now are recorded in a few slots per watcher and kind,
 // not on their sites, so that Running reads a handful of words however many

@@ -271,11 +271,12 @@ func runFinalizer(obj any) {
 	default:
 		reflect.ValueOf(e.fin).Call([]reflect.Value{reflect.ValueOf(obj)})
 	}
-	d := time.Duration(monoNow() - start)
 	end(slot)
 	site.executed.Add(1)
 	site.done(e.cyc)
-	site.dur.observe(d)
+	if timed() {
+		site.dur.observe(time.Duration(monoNow() - start))
+	}
 	if smp := e.sample(); smp != nil {
 		smp.executed.Add(1)
 	}

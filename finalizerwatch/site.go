@@ -262,8 +262,9 @@ func (h *durHist) observe(d time.Duration) {
 	for i < len(durationBounds) && d > durationBounds[i] {
 		i++
 	}
-	h.counts[i].Add(1)
-	h.sumNs.Add(uint64(d))
+	// A timed run stands for DurationSampleRate runs (see there).
+	h.counts[i].Add(DurationSampleRate)
+	h.sumNs.Add(DurationSampleRate * uint64(d))
 }
 
 // snapshot reads the histogram; its Counts are counts[:buckets], which

@@ -43,7 +43,9 @@ type SiteStats struct {
 	// Suspect counts outstanding registrations that survived at least the
 	// watcher's SuspectCycles.
 	Suspect uint64
-	// Duration is the run time of the finalizers or cleanups.
+	// Duration is the run time of the finalizers or cleanups, estimated
+	// from one run in DurationSampleRate: its counts and sum are scaled by
+	// the rate (multiples of it), unbiased but not exact.
 	Duration Histogram
 	// Class is what the growth model makes of the site: growing (a leak,
 	// or a cache still filling), stable (long-lived but flat: a cache or a
