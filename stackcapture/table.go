@@ -12,9 +12,9 @@ import (
 // DefaultLimit is the number of distinct stacks a Table keeps by default.
 const DefaultLimit = 4096
 
-// MaxLimit is the largest limit WithLimit accepts. A table's index takes
-// 11 to 22 bytes per unit of limit up front (at most 44 MiB at MaxLimit),
-// and each stack kept about 50 bytes plus 8 per PC.
+// MaxLimit is the largest limit WithLimit accepts. A table's index grows
+// with the stacks it holds, 11 to 22 bytes a stack (at most 32 MiB at
+// MaxLimit), and each stack kept takes about 50 bytes plus 8 per PC.
 const MaxLimit = 1 << 21
 
 // Stack is an interned stack: its PCs, stored once in a slice of their

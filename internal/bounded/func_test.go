@@ -97,13 +97,101 @@ func TestIndexSize(t *testing.T) {
 // fill the last ones of a tiny map) must still answer lookups.
 func TestGetTerminatesOnFullIndex(t *testing.T) {
 	m := New[int, int](1)
-	for i := range m.slots {
-		m.slots[i].Store(&node[int, int]{hash: uint64(i), key: i})
+	x := m.idx.Load()
+	for i := range x.slots {
+		x.slots[i].Store(&node[int, int]{hash: uint64(i), key: i})
 	}
 	if v := m.Get(99, 99); v != nil {
 		t.Fatalf("Get of an absent key = %v", v)
 	}
 	if v := m.GetFunc(99, func(*int) bool { return false }); v != nil {
 		t.Fatalf("GetFunc of an absent key = %v", v)
+	}
+}
+
+// TestIndexGrowsWithEntries checks that a map made for many entries
+// starts with a small index and grows it by the entries it holds, and
+// that every entry stays found across growths.
+func TestIndexGrowsWithEntries(t *testing.T) {
+	m := New[int, int](1 << 20)
+	if got := len(m.idx.Load().slots); got != minIndexSize {
+		t.Fatalf("new map: %d slots, want %d", got, minIndexSize)
+	}
+	const n = 3000
+	for k := range n {
+		if v := m.LoadOrInit(uint64(k)*0x9e3779b97f4a7c15, k, func(v *int) { *v = k }); v == nil || *v != k {
+			t.Fatalf("insert %d: %v", k, v)
+		}
+	}
+	if got := len(m.idx.Load().slots); got != 4096 {
+		t.Errorf("%d entries: %d slots, want 4096", n, got)
+	}
+	for k := range n {
+		if v := m.Get(uint64(k)*0x9e3779b97f4a7c15, k); v == nil || *v != k {
+			t.Fatalf("Get(%d) = %v after growing", k, v)
+		}
+	}
+	// A small limit caps the index at the limit's size.
+	small := New[int, int](100)
+	for k := range 1000 {
+		small.LoadOrInit(uint64(k), k, nil)
+	}
+	if got, want := len(small.idx.Load().slots), indexSize(100); got != want || small.Len() != 100 {
+		t.Errorf("limit 100: %d slots and %d entries, want %d and 100", got, small.Len(), want)
+	}
+}
+
+// TestConcurrentGrowth inserts distinct keys from several goroutines while
+// others look them up: an entry, once inserted, is found by its inserter
+// and by everyone after, whatever growth happens meanwhile.
+func TestConcurrentGrowth(t *testing.T) {
+	const writers, perWriter = 4, 2000
+	m := New[int, int](writers * perWriter)
+	var wg sync.WaitGroup
+	var stop sync.WaitGroup
+	done := make(chan struct{})
+	stop.Add(1)
+	go func() { // a reader racing the growths
+		defer stop.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			for k := range 64 {
+				if v := m.Get(uint64(k)*0x9e3779b97f4a7c15, k); v != nil && *v != k {
+					t.Errorf("Get(%d) = %d", k, *v)
+					return
+				}
+			}
+		}
+	}()
+	for w := range writers {
+		wg.Go(func() {
+			for j := range perWriter {
+				k := j*writers + w
+				h := uint64(k) * 0x9e3779b97f4a7c15
+				if v := m.LoadOrInit(h, k, func(v *int) { *v = k }); v == nil || *v != k {
+					t.Errorf("insert %d: %v", k, v)
+					return
+				}
+				if v := m.Get(h, k); v == nil || *v != k {
+					t.Errorf("Get(%d) after its insert = %v", k, v)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(done)
+	stop.Wait()
+	if m.Len() != writers*perWriter || m.Overflow() != 0 {
+		t.Fatalf("Len %d, Overflow %d; want %d, 0", m.Len(), m.Overflow(), writers*perWriter)
+	}
+	for k := range writers * perWriter {
+		if v := m.Get(uint64(k)*0x9e3779b97f4a7c15, k); v == nil || *v != k {
+			t.Fatalf("Get(%d) = %v", k, v)
+		}
 	}
 }
