@@ -45,9 +45,10 @@ func heapLive() uint64 {
 
 // ledgerBytesBound is the most heap that 10 000 ledger entries, each with
 // its stack and its symbolized site, may take with the tables' indexes
-// (limits of 20 000): about 5.6 MiB (590 bytes an entry) when it was set,
+// (limits of 20 000): about 5.1 MiB (535 bytes an entry) when it was set,
 // 21 MiB before, when an entry took a 512-byte node, its stack a fixed
-// 32-PC key besides its PCs, and a symbolized stack kept all its frames.
+// 32-PC key besides its PCs, a symbolized stack kept all its frames, and
+// the indexes were allocated whole up front.
 const ledgerBytesBound = 7 << 20
 
 // TestLedgerBytesPer10kEntries pins the memory a watcher holds for 10 000
