@@ -16,8 +16,8 @@ const (
 	// DefaultMaxStacks is how many distinct registration stacks are kept.
 	DefaultMaxStacks = stackcapture.DefaultLimit
 	// MaxSitesLimit is the largest value WithMaxSites accepts. The site
-	// table's index takes 16 bytes per unit of the limit up front (32 MiB
-	// here), and each site a few hundred bytes more once it is used.
+	// table's index grows with the sites it holds, 11 to 22 bytes a site
+	// (at most 32 MiB here), and each site takes a few hundred bytes more.
 	MaxSitesLimit = 1 << 21
 	// MaxStacksLimit is the largest value WithMaxStacks accepts.
 	MaxStacksLimit = stackcapture.MaxLimit

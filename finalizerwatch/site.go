@@ -44,18 +44,16 @@ type siteKey struct {
 
 // site is one ledger entry. Its counters are updated with atomics on the
 // registration and execution paths; everything else is read-side.
+//
+// A watcher may hold a few thousand entries (MaxSitesLimit: millions), so
+// the layout is kept tight: 224 bytes, a 256-byte node with the table's
+// key. What not every entry needs is allocated on first use: the run-time
+// histogram on the entry's first run, the symbolized site on its first
+// read.
 type site struct {
 	w     *Watcher
-	kind  Kind
 	pc    uintptr
 	stack *stackcapture.Stack // the key (full stacks) or the first registration's stack
-	// indirect marks the entry of a return PC inside a wrapper (a method
-	// value's, reflection's): it counts nothing, and registrations that
-	// come through it look further up the stack for their site.
-	indirect bool
-	// checked is set once a registration here passed the runtime's own
-	// checks of AddCleanup's arguments (see verifyCleanup).
-	checked atomic.Bool
 
 	registered     atomic.Uint64
 	executed       atomic.Uint64
@@ -63,16 +61,26 @@ type site struct {
 	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
 	runID          atomic.Uint32 // id in the watcher's running-callback registry (running.go), 0 until its first run
 	ages           ageRing
-	dur            durHist
+	dur            lazyHist
 
-	frameOnce sync.Once
-	frame     stackcapture.Frame
+	// frame caches the symbolized site of a site entry (pc != 0) and of
+	// the overflow entries; a stack entry's is its stack's, cached there.
+	frame atomic.Pointer[stackcapture.Frame]
 
-	// Read side, under the watcher's rankMu: the entry's site group
-	// (index+1 in the ranking's groups, 0 before its first ranking), and
-	// the next entry of that group.
-	grp  int32
+	// Read side, under the watcher's rankMu: the next entry of the entry's
+	// site group, and that group (index+1 in the ranking's groups, 0
+	// before its first ranking).
 	next *site
+	grp  int32
+
+	// checked is set once a registration here passed the runtime's own
+	// checks of AddCleanup's arguments (see verifyCleanup).
+	checked atomic.Bool
+	kind    Kind
+	// indirect marks the entry of a return PC inside a wrapper (a method
+	// value's, reflection's): it counts nothing, and registrations that
+	// come through it look further up the stack for their site.
+	indirect bool
 }
 
 // done uncounts an outstanding registration made in cycle cyc, now that it
@@ -81,18 +89,25 @@ func (s *site) done(cyc uint32) {
 	s.ages.remove(cyc, s.w.cycles[s.kind].Load())
 }
 
+// overflowFrame is the site of the overflow entries.
+var overflowFrame = stackcapture.Frame{Function: "gcprobe.overflow", File: "(site table full)"}
+
+// siteFrame returns the entry's symbolized site, symbolizing it on the
+// first call.
 func (s *site) siteFrame() stackcapture.Frame {
-	s.frameOnce.Do(func() {
-		switch {
-		case s.pc == 0 && s.stack != nil:
-			s.frame = s.stack.Site()
-		case s.pc != 0:
-			s.frame = stackcapture.SiteOfPC(s.pc)
-		default:
-			s.frame = stackcapture.Frame{Function: "gcprobe.overflow", File: "(site table full)"}
-		}
-	})
-	return s.frame
+	if s.pc == 0 && s.stack != nil {
+		return s.stack.Site()
+	}
+	if f := s.frame.Load(); f != nil {
+		return *f
+	}
+	f := overflowFrame
+	if s.pc != 0 {
+		f = stackcapture.SiteOfPC(s.pc)
+	}
+	// Racing first calls symbolize the same PC: either store will do.
+	s.frame.CompareAndSwap(nil, &f)
+	return f
 }
 
 // ringSize is how many consecutive registration cycles keep their own age
@@ -105,7 +120,9 @@ const AgeBuckets = ringSize + 1
 
 // ageRing counts a site's outstanding registrations by the GC cycle they
 // were made in, for the last ringSize cycles, plus one pool for all older
-// ones. Adding and removing are single atomic adds; moving a slot that falls
+// ones. A cycle's slot is 32 bits: 2^31 objects outstanding from one site
+// and one cycle would take more than 100 GiB of finalizer specials alone;
+// the pool, which sums cycles, is 64. Adding and removing are single atomic adds; moving a slot that falls
 // out of the window into the pool ("folding") happens under mu, at most once
 // per site per cycle, on whichever path first notices the cycle moved. The
 // first registration in a cycle also observes the entry for the growth
@@ -114,7 +131,7 @@ type ageRing struct {
 	mu   sync.Mutex
 	base atomic.Uint32 // oldest cycle that still has its own slot
 	seen atomic.Uint32 // latest cycle a registration folded and observed the ring in
-	slot [ringSize]atomic.Int64
+	slot [ringSize]atomic.Int32
 	old  atomic.Int64 // outstanding registered before base
 	g    growth       // the growth model's state (growth.go), under mu
 }
@@ -175,14 +192,14 @@ func (r *ageRing) foldLocked(cur uint32) {
 	}
 	if cur-b >= 2*ringSize { // far behind: every slot goes to the pool
 		for i := range r.slot {
-			r.old.Add(r.slot[i].Swap(0))
+			r.old.Add(int64(r.slot[i].Swap(0)))
 		}
 		r.base.Store(cur - ringSize + 1)
 		return
 	}
 	for ; cur-b >= ringSize; b++ {
 		r.base.Store(b + 1)
-		r.old.Add(r.slot[b%ringSize].Swap(0))
+		r.old.Add(int64(r.slot[b%ringSize].Swap(0)))
 	}
 }
 
@@ -250,7 +267,7 @@ const durBuckets = len(durationBounds) + 1
 
 // durHist is a fixed-bucket histogram of run times updated with atomics.
 type durHist struct {
-	counts [len(durationBounds) + 1]atomic.Uint64
+	counts [durBuckets]atomic.Uint64
 	sumNs  atomic.Uint64
 }
 
@@ -267,14 +284,53 @@ func (h *durHist) observe(d time.Duration) {
 	h.sumNs.Add(DurationSampleRate * uint64(d))
 }
 
+// lazyHist is a site's run-time histogram, allocated on the site's first
+// run: a site whose callbacks never run (a leak's, a long-lived cache's)
+// pays 8 bytes for it instead of 112. Readers treat a nil histogram as an
+// empty one.
+type lazyHist struct{ p atomic.Pointer[durHist] }
+
+// observe counts a run of duration d, allocating the histogram on the
+// first. Racing first runs allocate one each; one wins, and each observes
+// into the winner.
+func (l *lazyHist) observe(d time.Duration) {
+	h := l.p.Load()
+	if h == nil {
+		h = new(durHist)
+		if !l.p.CompareAndSwap(nil, h) {
+			h = l.p.Load()
+		}
+	}
+	h.observe(d)
+}
+
 // snapshot reads the histogram; its Counts are counts[:buckets], which
 // the caller supplies (one backing array serves a whole ledger read).
-func (h *durHist) snapshot(counts []uint64) Histogram {
-	out := Histogram{Bounds: durationBoundsSeconds, Counts: counts[:len(h.counts):len(h.counts)]}
+func (l *lazyHist) snapshot(counts []uint64) Histogram {
+	out := Histogram{Bounds: durationBoundsSeconds, Counts: counts[:durBuckets:durBuckets]}
+	h := l.p.Load()
+	if h == nil {
+		clear(out.Counts)
+		return out
+	}
 	for i := range h.counts {
 		out.Counts[i] = h.counts[i].Load()
 		out.Count += out.Counts[i]
 	}
 	out.Sum = time.Duration(h.sumNs.Load()).Seconds()
 	return out
+}
+
+// addTo adds the histogram's counts to c and returns its count and sum.
+func (l *lazyHist) addTo(c *[durBuckets]uint64) (count, sumNs uint64) {
+	h := l.p.Load()
+	if h == nil {
+		return 0, 0
+	}
+	for i := range h.counts {
+		n := h.counts[i].Load()
+		c[i] += n
+		count += n
+	}
+	return count, h.sumNs.Load()
 }

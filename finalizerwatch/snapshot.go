@@ -294,13 +294,9 @@ func (w *Watcher) rankLocked(k int) {
 		if done := executed + cleared; registered > done {
 			rest.outstanding += registered - done
 		}
-		c := &r.counts[s.kind]
-		for i := range s.dur.counts {
-			n := s.dur.counts[i].Load()
-			c[i] += n
-			rest.durCount += n
-		}
-		rest.durSumNs += s.dur.sumNs.Load()
+		n, sumNs := s.dur.addTo(&r.counts[s.kind])
+		rest.durCount += n
+		rest.durSumNs += sumNs
 	})
 	r.valid = true
 }

@@ -6,10 +6,11 @@
 // CallerPC returns the first by walking one or two frame pointers, which
 // costs a few nanoseconds where runtime.Callers costs about a hundred;
 // Callers returns the second. Table interns captured stacks by hash, so a
-// stack seen a million times is stored once, and refuses new stacks past
-// its limit, folding them into one overflow stack that it counts.
-// Symbolization (runtime.CallersFrames) runs once per stack, the first time
-// a report asks for it.
+// stack seen a million times is stored once (its PCs, in a slice of their
+// own length), and refuses new stacks past its limit, folding them into one
+// overflow stack that it counts. Symbolization (runtime.CallersFrames)
+// runs when a report asks for it: a stack's site once, then cached; its
+// full frames on each request, so that the table holds no frames.
 //
 //	var pcs [stackcapture.MaxDepth]uintptr
 //	n := stackcapture.Callers(0, pcs[:])

@@ -125,6 +125,22 @@ func siteOf(frames []Frame) Frame {
 	return frames[len(frames)-1]
 }
 
+// siteOfPCs is siteOf(symbolize(pcs)) without keeping the frames: it
+// symbolizes only as far as the site.
+func siteOfPCs(pcs []uintptr) Frame {
+	if len(pcs) == 0 {
+		return Frame{}
+	}
+	it := runtime.CallersFrames(pcs)
+	for {
+		rf, more := it.Next()
+		f := Frame{Function: rf.Function, File: rf.File, Line: rf.Line, PC: rf.PC}
+		if !more || !isInternal(f) {
+			return f
+		}
+	}
+}
+
 // indirectPCs caches Indirect's answers. Return PCs are code addresses, so
 // the set is finite, but it is bounded all the same; past the bound,
 // answers are computed anew each time.
@@ -161,5 +177,5 @@ func Indirect(pc uintptr) bool {
 // SiteOfPC symbolizes a single return PC, such as CallerPC returns, to the
 // innermost function at that call, inlining expanded.
 func SiteOfPC(pc uintptr) Frame {
-	return siteOf(symbolize([]uintptr{pc}))
+	return siteOfPCs([]uintptr{pc})
 }

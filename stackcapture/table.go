@@ -3,7 +3,8 @@ package stackcapture
 import (
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"sync/atomic"
 
 	"github.com/gcprobe/probe/internal/bounded"
 )
@@ -11,21 +12,23 @@ import (
 // DefaultLimit is the number of distinct stacks a Table keeps by default.
 const DefaultLimit = 4096
 
-// MaxLimit is the largest limit WithLimit accepts. A table's index takes
-// 16 bytes per unit of limit up front (32 MiB at MaxLimit), and each stack
-// kept a few hundred bytes more.
+// MaxLimit is the largest limit WithLimit accepts. A table's index grows
+// with the stacks it holds, 11 to 22 bytes a stack (at most 32 MiB at
+// MaxLimit), and each stack kept takes about 50 bytes plus 8 per PC.
 const MaxLimit = 1 << 21
 
-// Stack is an interned stack. Its methods symbolize on first use and cache
-// the result.
+// Stack is an interned stack: its PCs, stored once in a slice of their
+// own length. Site symbolizes on first use and caches the frame; Frames
+// symbolizes on each call, so that a table of many stacks holds PCs, not
+// frames.
 type Stack struct {
 	pcs      []uintptr
+	site     atomic.Pointer[Frame]
 	overflow bool
-
-	once   sync.Once
-	frames []Frame
-	site   Frame
 }
+
+// overflowSite is the site of every table's overflow stack.
+var overflowSite = Frame{Function: "gcprobe.overflow", File: "(stack table full)"}
 
 // PCs returns the stack's return program counters, innermost first. The
 // caller must not modify the slice.
@@ -35,41 +38,39 @@ func (s *Stack) PCs() []uintptr { return s.pcs }
 // every stack the table had no room for.
 func (s *Stack) Overflow() bool { return s.overflow }
 
-func (s *Stack) resolve() {
-	s.once.Do(func() {
-		if s.overflow {
-			s.site = Frame{Function: "gcprobe.overflow", File: "(stack table full)"}
-			s.frames = []Frame{s.site}
-			return
-		}
-		s.frames = symbolize(s.pcs)
-		s.site = siteOf(s.frames)
-	})
-}
-
 // Frames returns the symbolized frames, innermost first, inlined calls
-// expanded. The caller must not modify the slice.
+// expanded. Each call symbolizes the stack anew and returns a new slice,
+// which the caller may keep.
 func (s *Stack) Frames() []Frame {
-	s.resolve()
-	return s.frames
+	if s.overflow {
+		return []Frame{overflowSite}
+	}
+	return symbolize(s.pcs)
 }
 
 // Site returns the stack's first frame outside the runtime and gcprobe.
+// The first call symbolizes as far as that frame; later ones return the
+// cached frame.
 func (s *Stack) Site() Frame {
-	s.resolve()
-	return s.site
-}
-
-// key is a stack's identity: its PCs in a fixed array, so that building a
-// key allocates nothing and keys compare with ==.
-type key struct {
-	n   int
-	pcs [MaxDepth]uintptr
+	if f := s.site.Load(); f != nil {
+		return *f
+	}
+	f := overflowSite
+	if !s.overflow {
+		f = siteOfPCs(s.pcs)
+	}
+	// Racing first calls compute the same frame: whichever is stored, the
+	// answer is the same.
+	s.site.CompareAndSwap(nil, &f)
+	return f
 }
 
 // Table interns stacks. The zero value is not usable; call NewTable.
+//
+// The stacks' PCs are their keys: the index holds no copy of them, and
+// lookups compare a stack's length and PCs with the PCs asked for.
 type Table struct {
-	m        *bounded.Map[key, Stack]
+	m        *bounded.Map[struct{}, Stack]
 	overflow Stack
 }
 
@@ -104,7 +105,7 @@ func NewTable(opts ...Option) (*Table, error) {
 			return nil, err
 		}
 	}
-	t := &Table{m: bounded.New[key, Stack](c.limit)}
+	t := &Table{m: bounded.New[struct{}, Stack](c.limit)}
 	t.overflow.overflow = true
 	return t, nil
 }
@@ -114,12 +115,16 @@ func NewTable(opts ...Option) (*Table, error) {
 // stack is not stored and Intern returns the overflow stack. Interning a
 // stack already in the table allocates nothing.
 func (t *Table) Intern(pcs []uintptr) *Stack {
-	var k key
-	k.n = copy(k.pcs[:], pcs)
-	h := hashPCs(k.pcs[:k.n])
-	s := t.m.LoadOrInit(h, k, func(s *Stack) {
-		s.pcs = append([]uintptr(nil), k.pcs[:k.n]...)
-	})
+	if len(pcs) > MaxDepth {
+		pcs = pcs[:MaxDepth]
+	}
+	h := hashPCs(pcs)
+	// The closures do not escape (bounded only calls them), so a hit
+	// allocates nothing; a miss allocates the node and one right-sized
+	// copy of the PCs.
+	s := t.m.LoadOrInitFunc(h,
+		func(s *Stack) bool { return slices.Equal(s.pcs, pcs) },
+		func(s *Stack) { s.pcs = slices.Clone(pcs) })
 	if s == nil {
 		return &t.overflow
 	}

@@ -1,0 +1,86 @@
+package finalizerwatch
+
+import (
+	"runtime"
+	"testing"
+)
+
+// memObj is what the memory test registers on.
+type memObj struct {
+	p *int
+	_ [16]byte
+}
+
+func finalizeMemObj(*memObj) {}
+func cleanupMemObj(int)      {}
+
+// memStackBits is the recursion depth that tells the memory test's stacks
+// apart: 2^14 > 10 000 distinct stacks, under stackcapture.MaxDepth.
+const memStackBits = 14
+
+// atMemStack calls fn below a recursion of depth frames, each entering the
+// next through one of two call sites by one bit of id: distinct ids,
+// distinct stacks (and so distinct ledger entries with full stacks).
+//
+//go:noinline
+func atMemStack(id, depth int, fn func()) {
+	if depth == 0 {
+		fn()
+		return
+	}
+	if id&1 == 0 {
+		atMemStack(id>>1, depth-1, fn)
+		return
+	}
+	atMemStack(id>>1, depth-1, fn)
+}
+
+// heapLive returns the bytes of live heap objects after a full GC.
+func heapLive() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// ledgerBytesBound is the most heap that 10 000 ledger entries, each with
+// its stack and its symbolized site, may take with the tables' indexes
+// (limits of 20 000): about 5.1 MiB (535 bytes an entry) when it was set,
+// 21 MiB before, when an entry took a 512-byte node, its stack a fixed
+// 32-PC key besides its PCs, a symbolized stack kept all its frames, and
+// the indexes were allocated whole up front.
+const ledgerBytesBound = 7 << 20
+
+// TestLedgerBytesPer10kEntries pins the memory a watcher holds for 10 000
+// ledger entries: full stacks, each stack an entry of its own and interned
+// in the stack table, every site symbolized by a ranking. The objects are
+// cleared once registered, so that what remains is the ledger, not the
+// address table.
+func TestLedgerBytesPer10kEntries(t *testing.T) {
+	const n = 10_000
+	o := new(memObj)
+	before := heapLive()
+	w := newWatcher(t, WithMaxSites(2*n), WithMaxStacks(2*n), WithFullStacks(true))
+	for i := range n {
+		atMemStack(i, memStackBits, func() {
+			if i%2 == 0 {
+				w.SetFinalizer(o, finalizeMemObj)
+				w.SetFinalizer(o, nil)
+			} else {
+				AddCleanupTo(w, o, cleanupMemObj, 0).Stop()
+			}
+		})
+	}
+	w.Rank()
+	after := heapLive()
+	if got := w.sites.Len(); got != n {
+		t.Fatalf("%d ledger entries, want %d", got, n)
+	}
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(o)
+	grown := int64(after) - int64(before)
+	t.Logf("%d ledger entries: heap +%d KiB, %d bytes an entry", n, grown/1024, grown/n)
+	if grown > ledgerBytesBound {
+		t.Errorf("%d ledger entries take %d KiB of heap, want at most %d KiB", n, grown/1024, ledgerBytesBound/1024)
+	}
+}
