@@ -1,6 +1,10 @@
 package finalizerwatch
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/gcprobe/probe/internal/testkit"
+)
 
 type snapObj struct{ _ [16]byte }
 
@@ -64,3 +68,66 @@ func snapSiteA(w *Watcher, o *snapObj) { w.SetFinalizer(o, func(*snapObj) {}) }
 
 //go:noinline
 func snapSiteB(w *Watcher, o *snapObj) { w.SetFinalizer(o, func(*snapObj) {}) }
+
+// TestReadBoundsLiveEntries checks that a Read that does not rank reads
+// at most liveEntries entries of a top site live, takes the others from
+// the ranking, and that a Fresh read counts them all.
+func TestReadBoundsLiveEntries(t *testing.T) {
+	const paths = 3 * liveEntries
+	w, err := New(WithFullStacks(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var kept []*snapObj
+	regAll := func() {
+		for path := range uint(paths) {
+			testkit.AtPath(path, 5, func() {
+				o := new(snapObj)
+				snapSiteA(w, o)
+				kept = append(kept, o)
+			})
+		}
+	}
+	defer func() {
+		for _, o := range kept {
+			w.SetFinalizer(o, nil)
+		}
+	}()
+	var sn Snapshot
+	var pass uint32
+	var cycles uint64
+	// Twice from this one line, so that the second round's stacks are
+	// the first's: no new entry.
+	for round := range 2 {
+		regAll()
+		w.Read(&sn, ReadOptions{TopK: 1})
+		top := sn.Kinds[KindFinalizer].Top
+		if round == 0 {
+			if len(top) != 1 || top[0].Registered != paths || top[0].Outstanding != paths {
+				t.Fatalf("top %+v: want one site with %d registrations outstanding", top, paths)
+			}
+			if n := w.sites.Len(); n < paths {
+				t.Fatalf("%d ledger entries, want at least %d (one per stack)", n, paths)
+			}
+			pass, cycles = w.rank.pass, w.Cycles(KindFinalizer)
+			continue
+		}
+		if w.rank.pass != pass {
+			if w.Cycles(KindFinalizer) == cycles {
+				t.Fatalf("Read ranked again in the same cycle with the same entries")
+			}
+			t.Skip("a GC cycle ended during the test: the Read ranked")
+		}
+		if got, want := top[0].Registered, uint64(paths+liveEntries); got != want {
+			t.Errorf("top site read %d registrations, want %d: %d entries live, the rest as of the ranking", got, want, liveEntries)
+		}
+	}
+	w.Read(&sn, ReadOptions{TopK: 1, Fresh: true})
+	if got := sn.Kinds[KindFinalizer].Top[0].Registered; got != 2*paths {
+		t.Errorf("fresh read: %d registrations, want %d", got, 2*paths)
+	}
+	if ks := &sn.Kinds[KindFinalizer]; ks.Registered != 2*paths || ks.Outstanding != 2*paths {
+		t.Errorf("fresh totals %+v, want %d registered and outstanding", ks.Totals, 2*paths)
+	}
+}
