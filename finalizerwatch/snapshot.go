@@ -148,6 +148,10 @@ type ranking struct {
 	rest [len(Kinds)]restSums
 	// counts is the Duration.Counts backing of rest.
 	counts [len(Kinds)][durBuckets]uint64
+
+	// ranked, if set (by tests), is called after each ranking that
+	// RankEachCycle makes.
+	ranked func()
 }
 
 // liveEntries bounds how many ledger entries of each top site a Read
@@ -180,8 +184,8 @@ type restSums struct {
 
 // Rank ranks the ledger now for the current GC cycle, reading every entry
 // once (O(ledger)): the once-per-cycle work that lets Read cost O(K).
-// Call it after each GC cycle from a goroutine of your own (the probe
-// does, from its cycle loop) to keep that work off the scrape path;
+// RankEachCycle calls it after each GC cycle from a goroutine of the
+// caller's (the probe runs one) to keep that work off the scrape path;
 // without it, the first Read of each cycle ranks.
 func (w *Watcher) Rank() {
 	w.init()
@@ -210,10 +214,12 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	}
 	switch {
 	case opts.Fresh:
-		// A fresh read ranks for its own K; a later cached read ranks
-		// again for its K rather than inheriting, say, every site.
-		w.rankLocked(max(k, r.k))
-		r.valid = false
+		// A fresh read ranks for its own K; a later cached read (or
+		// RankEachCycle) ranks again for the K of the cached reads
+		// rather than inheriting, say, every site.
+		prev := r.k
+		w.rankLocked(k)
+		r.valid, r.k = false, prev
 	case !w.rankCurrent(k):
 		w.rankLocked(max(k, r.k))
 	}
