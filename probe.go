@@ -140,8 +140,8 @@ func (p *Probe) Start(ctx context.Context) error {
 func (p *Probe) NeedLeaderElection() bool { return false }
 
 // start registers the collector, starts the sampler, the span reporter, the
-// ranking loop and
-// the listener. If it fails, the lifecycle calls stop to undo what it did.
+// ranking loop and the listener. If it fails, the lifecycle calls stop to
+// undo what it did.
 func (p *Probe) start() error {
 	if err := p.cfg.registerer.Register(p.collector); err != nil {
 		if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
