@@ -52,12 +52,19 @@ func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
 	}
 	// One read of every ledger entry, unsymbolized: the frames of each
 	// program counter come from a cache shared by every profile.
-	var sn finalizerwatch.Snapshot
-	ledger.Read(&sn, finalizerwatch.ReadOptions{Entries: true})
+	// The snapshot is pooled: its entries (10 000 of them take over a
+	// megabyte) are read into the same slice by the next profile. The
+	// profile keeps nothing of them.
+	sn := snapshots.Get().(*finalizerwatch.Snapshot)
+	defer snapshots.Put(sn)
+	ledger.Read(sn, finalizerwatch.ReadOptions{Entries: true})
 	b := newBuilder()
 	b.addEntries(sn.Entries)
+	clear(sn.Entries) // drop the stacks' PCs until the next read
 	return b.p
 }
+
+var snapshots = sync.Pool{New: func() any { return new(finalizerwatch.Snapshot) }}
 
 // Write writes the profile of ledger (see Profile) to w in the gzipped
 // protocol-buffer format that go tool pprof reads, as profile.Write does.
@@ -89,9 +96,11 @@ type builder struct {
 	byPC    map[uintptr]*profile.Location
 	byFrame map[locKey]*profile.Location
 	// byRet holds the locations of each return PC seen (one per frame of
-	// its inlining chain), so that a PC shared by many stacks is looked up
-	// once per profile.
-	byRet map[retKey][]*profile.Location
+	// its inlining chain), so that a PC shared by many stacks is
+	// symbolized (through the process-wide cache, under its lock) once per
+	// profile: a profile of 10 000 stacks holds some 300 000 PCs, but only
+	// a few hundred distinct ones.
+	byRet map[uintptr]retLocs
 	// synth numbers the synthetic addresses of frames without a PC.
 	synth uint64
 }
@@ -121,7 +130,7 @@ func newBuilder() *builder {
 		funcs:   make(map[funcKey]*profile.Function),
 		byPC:    make(map[uintptr]*profile.Location),
 		byFrame: make(map[locKey]*profile.Location),
-		byRet:   make(map[retKey][]*profile.Location),
+		byRet:   make(map[uintptr]retLocs),
 	}
 }
 
@@ -150,8 +159,8 @@ func (b *builder) add(s *finalizerwatch.SiteStats) {
 	})
 }
 
-// addEntries adds the samples of entries, with one allocation each for
-// their samples, values and locations rather than a few per sample.
+// addEntries adds the samples of entries, with a few allocations in all
+// for their samples, values and locations rather than a few per sample.
 func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 	n := 0
 	for i := range entries {
@@ -159,35 +168,39 @@ func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 	}
 	samples := make([]profile.Sample, len(entries))
 	values := make([]int64, 4*len(entries))
-	locs := make([]*profile.Location, 0, n)
+	// The samples' location lists are cut from chunks: a stack takes at
+	// least a location per PC, more where a PC expands to an inlining
+	// chain, so the first chunk is sized by the PCs and a sample that does
+	// not fit in what is left moves to a new chunk (rather than growing
+	// one slice and copying every location before it).
+	chunk := make([]*profile.Location, 0, n+n/8)
+	// locate appends ls to the sample begun at chunk[start:].
+	locate := func(start int, ls ...*profile.Location) int {
+		if cap(chunk)-len(chunk) < len(ls) {
+			c := make([]*profile.Location, 0, max(2*(len(chunk)-start+len(ls)), cap(chunk)/4))
+			chunk = append(c, chunk[start:]...)
+			start = 0
+		}
+		chunk = append(chunk, ls...)
+		return start
+	}
 	var labels [len(finalizerwatch.Kinds)]map[string][]string
 	for k, kind := range finalizerwatch.Kinds {
 		labels[k] = map[string][]string{LabelKind: {kind.String()}}
 	}
 	b.p.Sample = make([]*profile.Sample, len(entries))
-	var frames []stackcapture.Frame
 	for i := range entries {
 		e := &entries[i]
-		start := len(locs)
+		start := len(chunk)
 		if e.PCs == nil {
-			locs = append(locs, b.location(&e.Site))
+			start = locate(start, b.location(&e.Site))
 		}
 		for j, pc := range e.PCs {
 			var next uintptr
 			if j+1 < len(e.PCs) {
 				next = e.PCs[j+1]
 			}
-			frames = symbols.frames(pc, next, frames[:0])
-			key := retKey{pc: pc, frames: len(frames)}
-			ls, ok := b.byRet[key]
-			if !ok {
-				ls = make([]*profile.Location, len(frames))
-				for j := range frames {
-					ls[j] = b.location(&frames[j])
-				}
-				b.byRet[key] = ls
-			}
-			locs = append(locs, ls...)
+			start = locate(start, b.retLocations(pc, next)...)
 		}
 		var growth uint64
 		if e.Class == finalizerwatch.ClassGrowing {
@@ -196,7 +209,7 @@ func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 		v := values[4*i : 4*i+4 : 4*i+4]
 		v[0], v[1], v[2], v[3] = clampInt64(e.Outstanding), clampInt64(e.Suspect), clampInt64(e.Registered), clampInt64(growth)
 		s := &samples[i]
-		s.Location = locs[start:len(locs):len(locs)]
+		s.Location = chunk[start:len(chunk):len(chunk)]
 		s.Value = v
 		if int(e.Kind) < len(labels) {
 			s.Label = labels[e.Kind]
@@ -207,12 +220,31 @@ func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 	}
 }
 
-// retKey keys the locations of a return PC: the PC and how many of its
-// frames the stack it is in takes (all of its inlining chain, or only the
-// innermost where the chain follows as virtual PCs; see symbolCache.frames).
-type retKey struct {
-	pc     uintptr
-	frames int
+// retLocs are the locations of a return PC's whole inlining chain,
+// innermost first, and the PC that follows it where it stands for its
+// innermost frame only (see calledFrom).
+type retLocs struct {
+	locs   []*profile.Location
+	caller uintptr
+}
+
+// retLocations returns the locations of the return PC pc in a stack where
+// next follows it (0 if none): those of its frames as symbols.frames gives
+// them, symbolized once per profile.
+func (b *builder) retLocations(pc, next uintptr) []*profile.Location {
+	r, ok := b.byRet[pc]
+	if !ok {
+		fs := symbols.frames(pc, 0, nil)
+		r = retLocs{locs: make([]*profile.Location, len(fs)), caller: calledFrom(fs)}
+		for j := range fs {
+			r.locs[j] = b.location(&fs[j])
+		}
+		b.byRet[pc] = r
+	}
+	if r.caller == next {
+		return r.locs[:1]
+	}
+	return r.locs
 }
 
 // location returns the location of frame f.
