@@ -143,3 +143,38 @@ func BenchmarkRankCycle(b *testing.B) {
 		}
 	})
 }
+
+// TestFreshReadTrimsTops checks that a fresh read of many sites does not
+// leave the ranking holding sums for all of them: the ranking's slice is
+// grown as a fresh read of a large ledger would grow it.
+func TestFreshReadTrimsTops(t *testing.T) {
+	w := newWatcher(t)
+	regs := []func(*snapObj){
+		func(o *snapObj) { w.SetFinalizer(o, func(*snapObj) {}) },
+		func(o *snapObj) { w.SetFinalizer(o, func(*snapObj) {}) },
+		func(o *snapObj) { w.SetFinalizer(o, func(*snapObj) {}) },
+	}
+	var kept []*snapObj
+	defer func() {
+		for _, o := range kept {
+			w.SetFinalizer(o, nil)
+		}
+	}()
+	for _, reg := range regs {
+		o := new(snapObj)
+		reg(o)
+		kept = append(kept, o)
+	}
+	var sn Snapshot
+	w.Read(&sn, ReadOptions{TopK: 1})
+	w.rankMu.Lock()
+	w.rank.tops[KindFinalizer] = make([]topSums, 0, 10000)
+	w.rankMu.Unlock()
+	w.Read(&sn, ReadOptions{TopK: -1, Fresh: true})
+	if n := len(sn.Kinds[KindFinalizer].Top); n != len(regs) {
+		t.Fatalf("fresh read of every site: %d sites, want %d", n, len(regs))
+	}
+	if c := cap(w.rank.tops[KindFinalizer]); c > 2*w.rank.k+16 {
+		t.Errorf("after a fresh read the ranking keeps sums for %d sites (K=%d)", c, w.rank.k)
+	}
+}

@@ -227,10 +227,24 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 		w.readKind(&dst.Kinds[kind], Kind(kind), k, opts.Stacks)
 		dst.RankCycles[kind] = uint64(r.cycles[kind])
 	}
+	if opts.Fresh {
+		r.trimTops()
+	}
 	dst.Overflow = w.overflowNow()
 	dst.Entries = dst.Entries[:0]
 	if opts.Entries {
 		dst.Entries = w.appendEntries(dst.Entries)
+	}
+}
+
+// trimTops lets go of the per-top sums a fresh read of many sites grew
+// (about 300 bytes a site: megabytes for Top(0) of a large ledger), which
+// the ranking's own K would keep for good.
+func (r *ranking) trimTops() {
+	for kind := range r.tops {
+		if cap(r.tops[kind]) > 2*r.k+16 {
+			r.tops[kind] = nil
+		}
 	}
 }
 
