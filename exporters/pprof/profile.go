@@ -116,7 +116,34 @@ type builder struct {
 		r  retLocs
 	}
 	// synth numbers the synthetic addresses of frames without a PC.
-	synth uint64
+	synth  uint64
+	frames []stackcapture.Frame // scratch for retLocations
+	// Backing arrays that locations, their lines, functions and the
+	// per-PC location lists are cut from: a profile of 10 000 distinct
+	// sites has tens of thousands of each, and an allocation apiece made
+	// building it mostly allocation and the GC work it brings.
+	locArena  []profile.Location
+	lineArena []profile.Line
+	fnArena   []profile.Function
+	ptrArena  []*profile.Location
+}
+
+// An arena's chunks start at minChunk values and double up to maxChunk,
+// so that a small profile allocates little and a large one few times.
+const (
+	minChunk = 16
+	maxChunk = 4096
+)
+
+// take returns the next n values of *arena, allocating a new chunk when
+// it has fewer left (the values already taken stay where they are).
+func take[T any](arena *[]T, n int) []T {
+	if cap(*arena)-len(*arena) < n {
+		*arena = make([]T, 0, max(n, min(2*cap(*arena), maxChunk), minChunk))
+	}
+	a := *arena
+	*arena = a[: len(a)+n : cap(a)]
+	return a[len(a) : len(a)+n : len(a)+n]
 }
 
 type funcKey struct{ name, file string }
@@ -255,8 +282,9 @@ func (b *builder) retLocations(pc, next uintptr) []*profile.Location {
 	}
 	r, ok := b.byRet[pc]
 	if !ok {
-		fs := symbols.frames(pc, 0, nil)
-		r = retLocs{locs: make([]*profile.Location, len(fs)), caller: calledFrom(fs)}
+		b.frames = symbols.frames(pc, 0, b.frames[:0])
+		fs := b.frames
+		r = retLocs{locs: take(&b.ptrArena, len(fs)), caller: calledFrom(fs)}
 		for j := range fs {
 			r.locs[j] = b.location(&fs[j])
 		}
@@ -275,29 +303,42 @@ func (b *builder) location(f *stackcapture.Frame) *profile.Location {
 	// so the PC alone finds the location; the check guards against a PC
 	// that stands for several frames (an inlining chain expanded from one
 	// physical PC), which then fall back to the frame key.
+	// The first location made for a PC is always byPC's, so a PC that
+	// byPC has not seen has no location yet: only the frames that share
+	// a PC with another, or have none, are keyed by frame (hashing two
+	// strings, which at tens of thousands of sites a profile shows).
+	var first bool
 	if f.PC != 0 {
-		if l := b.byPC[f.PC]; l != nil && sameFrame(l, f) {
+		l, seen := b.byPC[f.PC]
+		if seen && sameFrame(l, f) {
 			return l
 		}
+		first = !seen
 	}
 	key := locKey{pc: f.PC, fn: funcKey{f.Function, f.File}, line: f.Line}
-	if l := b.byFrame[key]; l != nil {
-		return l
+	if !first {
+		if l := b.byFrame[key]; l != nil {
+			return l
+		}
 	}
 	addr := uint64(f.PC)
 	if addr == 0 {
 		b.synth++
 		addr = b.synth
 	}
-	l := &profile.Location{
+	l := &take(&b.locArena, 1)[0]
+	line := take(&b.lineArena, 1)
+	line[0] = profile.Line{Function: b.function(f), Line: int64(f.Line)}
+	*l = profile.Location{
 		ID:      uint64(len(b.p.Location) + 1),
 		Address: addr,
-		Line:    []profile.Line{{Function: b.function(f), Line: int64(f.Line)}},
+		Line:    line,
 	}
 	b.p.Location = append(b.p.Location, l)
-	b.byFrame[key] = l
-	if _, taken := b.byPC[f.PC]; f.PC != 0 && !taken {
+	if first {
 		b.byPC[f.PC] = l
+	} else {
+		b.byFrame[key] = l
 	}
 	return l
 }
@@ -318,7 +359,8 @@ func (b *builder) function(f *stackcapture.Frame) *profile.Function {
 	if name == "" {
 		name = "unknown"
 	}
-	fn := &profile.Function{
+	fn := &take(&b.fnArena, 1)[0]
+	*fn = profile.Function{
 		ID:         uint64(len(b.p.Function) + 1),
 		Name:       name,
 		SystemName: name,
