@@ -46,6 +46,13 @@ type ReadOptions struct {
 	// nothing symbolized): what a profile of every registration stack
 	// needs.
 	Entries bool
+	// Unranked does not rank when the ranking is merely out of date:
+	// Kinds and RankCycles come from the latest ranking, whatever its
+	// cycle. It ranks only when there is none to reuse (no ranking yet,
+	// or the latest was a Fresh read's). For a reader that uses only
+	// Entries, so that it does not pay once per GC cycle for a ranking it
+	// ignores. Fresh overrides it.
+	Unranked bool
 }
 
 // Snapshot is one read of a Watcher's ledger. Read fills it, reusing its
@@ -220,6 +227,9 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 		prev := r.k
 		w.rankLocked(k)
 		r.valid, r.k = false, prev
+	case opts.Unranked && r.valid:
+		// A Fresh read leaves the ranking invalid, its per-top sums
+		// possibly trimmed: only a valid one is read as it is.
 	case !w.rankCurrent(k):
 		w.rankLocked(max(k, r.k))
 	}

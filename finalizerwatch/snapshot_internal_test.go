@@ -131,3 +131,39 @@ func TestReadBoundsLiveEntries(t *testing.T) {
 		t.Errorf("fresh totals %+v, want %d registered and outstanding", ks.Totals, 2*paths)
 	}
 }
+
+// TestReadUnranked checks that an Unranked read does not rank even when
+// the ranking is out of date, and still lists every entry.
+func TestReadUnranked(t *testing.T) {
+	w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	a, b := new(snapObj), new(snapObj)
+	snapSiteA(w, a)
+	defer w.SetFinalizer(a, nil)
+	var sn Snapshot
+	w.Read(&sn, ReadOptions{TopK: 1})
+	pass := w.rank.pass
+	snapSiteB(w, b) // a new entry: the ranking is out of date
+	defer w.SetFinalizer(b, nil)
+	w.Read(&sn, ReadOptions{Entries: true, Unranked: true})
+	if w.rank.pass != pass {
+		t.Errorf("an Unranked read ranked")
+	}
+	if len(sn.Entries) != 2 {
+		t.Errorf("%d entries, want 2", len(sn.Entries))
+	}
+	w.Read(&sn, ReadOptions{TopK: 1})
+	if w.rank.pass == pass {
+		t.Errorf("the next ranked read did not rank after a new entry")
+	}
+	// After a fresh read of every site there is no ranking to reuse: an
+	// Unranked read ranks, and reads what it ranked.
+	w.Read(&sn, ReadOptions{TopK: -1, Fresh: true})
+	w.Read(&sn, ReadOptions{TopK: 1, Entries: true, Unranked: true})
+	if ks := &sn.Kinds[KindFinalizer]; len(ks.Top) != 1 || ks.Registered != 2 {
+		t.Errorf("unranked read after a fresh one: top %d sites, %d registered; want 1 and 2", len(ks.Top), ks.Registered)
+	}
+}

@@ -57,7 +57,9 @@ func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
 	// profile keeps nothing of them.
 	sn := snapshots.Get().(*finalizerwatch.Snapshot)
 	defer snapshots.Put(sn)
-	ledger.Read(sn, finalizerwatch.ReadOptions{Entries: true})
+	// Unranked: the profile uses the entries only, not the per-kind
+	// ranking a Read would otherwise make if the GC cycle moved on.
+	ledger.Read(sn, finalizerwatch.ReadOptions{Entries: true, Unranked: true})
 	b := newBuilder()
 	b.addEntries(sn.Entries)
 	clear(sn.Entries) // drop the stacks' PCs until the next read
