@@ -139,8 +139,9 @@ func (p *Probe) Start(ctx context.Context) error {
 // (controller-runtime's manager.LeaderElectionRunnable).
 func (p *Probe) NeedLeaderElection() bool { return false }
 
-// start registers the collector, starts the sampler, the span reporter and
-// the listener. If it fails, the lifecycle calls stop to undo what it did.
+// start registers the collector, starts the sampler, the span reporter, the
+// ranking loop and the listener. If it fails, the lifecycle calls stop to
+// undo what it did.
 func (p *Probe) start() error {
 	if err := p.cfg.registerer.Register(p.collector); err != nil {
 		if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
@@ -164,6 +165,10 @@ func (p *Probe) start() error {
 		p.watcher.SetFullStacks(true)
 		p.restore = func() { p.watcher.SetFullStacks(false) }
 	}
+	// Rank the ledger when each GC cycle ends, so that scrapes and
+	// reports read the cycle's ranking rather than the first of them
+	// making it.
+	p.goSafe("ranking", func() { p.watcher.RankEachCycle(p.life.Done()) })
 	p.startEventLog() // last: nothing after it can fail and leave it running
 	return nil
 }

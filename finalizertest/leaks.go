@@ -90,8 +90,15 @@ func (c *config) find() error {
 		settled bool          // every callback queued by the last forced GC has run
 		backoff = minBackoff
 	)
+	// Every site, counted exactly at each poll (a fresh ranking), read
+	// into one snapshot that the polls reuse: the loop may poll thousands
+	// of times while a queue drains, and Sites would allocate the whole
+	// ledger anew each time. The candidates keep slices of the latest
+	// read only, which is the one they are reported from.
+	var sn finalizerwatch.Snapshot
 	for {
-		cands := c.candidates(w.Sites())
+		w.Read(&sn, finalizerwatch.ReadOptions{TopK: -1, Stacks: true, Fresh: true})
+		cands := c.candidates(sn.Kinds[finalizerwatch.KindFinalizer].Top, sn.Kinds[finalizerwatch.KindCleanup].Top)
 		if len(cands) == 0 {
 			return nil
 		}
@@ -128,16 +135,18 @@ func (c *config) find() error {
 
 // candidates returns the sites, not ignored, with more registrations
 // outstanding than their baseline, Leaked set to that excess.
-func (c *config) candidates(sites []finalizerwatch.SiteStats) []Leak {
+func (c *config) candidates(sites ...[]finalizerwatch.SiteStats) []Leak {
 	var out []Leak
-	for i := range sites {
-		s := &sites[i]
-		if c.ignored(s) {
-			continue
-		}
-		base := c.baseline.of(s)
-		if s.Outstanding > base {
-			out = append(out, Leak{SiteStats: *s, Baseline: base, Leaked: s.Outstanding - base})
+	for _, kind := range sites {
+		for i := range kind {
+			s := &kind[i]
+			if c.ignored(s) {
+				continue
+			}
+			base := c.baseline.of(s)
+			if s.Outstanding > base {
+				out = append(out, Leak{SiteStats: *s, Baseline: base, Leaked: s.Outstanding - base})
+			}
 		}
 	}
 	return out

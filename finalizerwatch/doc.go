@@ -79,14 +79,19 @@
 // # Reading the ledger
 //
 // Exporters read through one API: Read fills a Snapshot with, per kind,
-// the top K sites by the growth model (their counts read live, exactly),
-// every other site summed under Other, the totals and the overflow
-// counters. The ranking is made once per GC cycle (Rank, or the first Read
-// of a cycle, or after the ledger gains an entry) in two passes over every
-// entry, O(ledger); any other Read costs O(K). Within a cycle, Other and
-// the totals hold the other sites' counts as of the ranking; ReadOptions.Fresh
-// ranks anew for exact counts everywhere. Top and Totals are thin wrappers
-// over a fresh Read; Sites, SiteCounts and Stacks dump every entry.
+// the top K sites by the growth model, every other site summed under
+// Other, the totals and the overflow counters. The ranking is made once
+// per GC cycle in two passes over every entry, O(ledger): by
+// RankEachCycle when the cycle ends, on a goroutine of the caller's (the
+// probe runs one), or by Rank; failing those, by the first Read of the
+// cycle, or the first after the ledger gains an entry. Any other Read
+// costs O(K): live, the top sites' registered, executed, cleared and
+// outstanding counts and run times (over at most 8 entries per site, the
+// others as of the ranking) and the overflow counters; as of the ranking,
+// the order, the top sites' ages, suspects, class and growth, and
+// everything under Other. ReadOptions.Fresh ranks anew for exact counts
+// everywhere. Top and Totals are thin wrappers over a fresh Read; Sites,
+// SiteCounts and Stacks dump every entry.
 //
 // # Differences from the runtime
 //

@@ -19,6 +19,16 @@ import (
 // keeps, per kind, the top K sites and the counters of every other site
 // summed. A Read then costs O(K): the live counters of the K sites, the
 // sums of the others as of the ranking, and the overflow counters.
+//
+// A top site can be many ledger entries (with full stacks, one per stack
+// into it), so a Read reads live the counters of at most liveEntries of
+// each top site's entries; the rest of its entries, and every count that
+// comes from the age rings (Survived, Suspect, Class, Growth), are taken
+// from the ranking, which read them in the same pass that ranked. Those
+// ring counts move only when a GC cycle ends (a registration is 0 cycles
+// old until then) or when a suspect object's callback runs or is cleared,
+// and reading them takes each entry's ring lock: that is the work that
+// belongs once per cycle, not once per scrape.
 
 // ReadOptions say what Read puts in a Snapshot.
 type ReadOptions struct {
@@ -36,6 +46,13 @@ type ReadOptions struct {
 	// nothing symbolized): what a profile of every registration stack
 	// needs.
 	Entries bool
+	// Unranked does not rank when the ranking is merely out of date:
+	// Kinds and RankCycles come from the latest ranking, whatever its
+	// cycle. It ranks only when there is none to reuse (no ranking yet,
+	// or the latest was a Fresh read's). For a reader that uses only
+	// Entries, so that it does not pay once per GC cycle for a ranking it
+	// ignores. Fresh overrides it.
+	Unranked bool
 }
 
 // Snapshot is one read of a Watcher's ledger. Read fills it, reusing its
@@ -69,8 +86,13 @@ type KindSnapshot struct {
 	// of them are not the overflow entry.
 	Ranked, Tracked int
 	// Top are the best-ranked sites (at most ReadOptions.TopK), best first,
-	// in the order of CompareRank as of the ranking. Their counts are read
-	// live, exactly.
+	// in the order of CompareRank as of the ranking. Their Registered,
+	// Executed, Cleared, ClearedOutside, Outstanding and Duration are read
+	// live over the site's first few ledger entries (all of them, unless
+	// full stacks give the site many) plus, for the others, as of the
+	// ranking; Survived, Suspect, Class and Growth are as of the ranking
+	// (Suspect capped at the live Outstanding). With Fresh, the ranking is
+	// made by this Read, so every count is exact now.
 	Top []SiteStats
 	// Other is every site outside Top summed (Site is zero, Class the
 	// highest class among them, Growth and Suspect summed). Without Fresh,
@@ -129,9 +151,31 @@ type ranking struct {
 
 	seen [len(Kinds)][]int32 // groups of each kind met in this pass
 	top  [len(Kinds)][]int32 // the top k of each kind, best first
+	tops [len(Kinds)][]topSums
 	rest [len(Kinds)]restSums
 	// counts is the Duration.Counts backing of rest.
 	counts [len(Kinds)][durBuckets]uint64
+
+	// ranked, if set (by tests), is called after each ranking that
+	// RankEachCycle makes.
+	ranked func()
+}
+
+// liveEntries bounds how many ledger entries of each top site a Read
+// reads live; the others count as of the ranking. Without full stacks a
+// site is almost always one entry (two for a line inlined into two
+// callers); with them, one per stack into the site, which can be
+// thousands for a leak reached through many paths.
+const liveEntries = 8
+
+// topSums is what the ranking keeps of a top site beyond its pass-1 keys:
+// its age buckets over every entry, and the counters of the entries past
+// the first liveEntries, which a Read does not read live.
+type topSums struct {
+	survived                                                   [AgeBuckets]uint64
+	registered, executed, cleared, clearedOutside, outstanding uint64
+	durCount, durSumNs                                         uint64
+	dur                                                        [durBuckets]uint64
 }
 
 // restSums are the counts of the sites outside the top k, as of the
@@ -147,8 +191,8 @@ type restSums struct {
 
 // Rank ranks the ledger now for the current GC cycle, reading every entry
 // once (O(ledger)): the once-per-cycle work that lets Read cost O(K).
-// Call it after each GC cycle from a goroutine of your own (the probe
-// does, from its cycle loop) to keep that work off the scrape path;
+// RankEachCycle calls it after each GC cycle from a goroutine of the
+// caller's (the probe runs one) to keep that work off the scrape path;
 // without it, the first Read of each cycle ranks.
 func (w *Watcher) Rank() {
 	w.init()
@@ -164,8 +208,8 @@ func (w *Watcher) Rank() {
 // current number of ledger entries and for at least opts.TopK sites (or
 // when opts.Fresh asks); otherwise it reads O(K) entries. See Rank.
 //
-// Reading observes the read sites for the growth model, as every read
-// does (see Top).
+// Only the ranking observes sites for the growth model (see Top): a Read
+// that does not rank observes nothing.
 func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	w.init()
 	w.rankMu.Lock()
@@ -177,10 +221,15 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	}
 	switch {
 	case opts.Fresh:
-		// A fresh read ranks for its own K; a later cached read ranks
-		// again for its K rather than inheriting, say, every site.
-		w.rankLocked(max(k, r.k))
-		r.valid = false
+		// A fresh read ranks for its own K; a later cached read (or
+		// RankEachCycle) ranks again for the K of the cached reads
+		// rather than inheriting, say, every site.
+		prev := r.k
+		w.rankLocked(k)
+		r.valid, r.k = false, prev
+	case opts.Unranked && r.valid:
+		// A Fresh read leaves the ranking invalid, its per-top sums
+		// possibly trimmed: only a valid one is read as it is.
 	case !w.rankCurrent(k):
 		w.rankLocked(max(k, r.k))
 	}
@@ -188,10 +237,24 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 		w.readKind(&dst.Kinds[kind], Kind(kind), k, opts.Stacks)
 		dst.RankCycles[kind] = uint64(r.cycles[kind])
 	}
+	if opts.Fresh {
+		r.trimTops()
+	}
 	dst.Overflow = w.overflowNow()
 	dst.Entries = dst.Entries[:0]
 	if opts.Entries {
 		dst.Entries = w.appendEntries(dst.Entries)
+	}
+}
+
+// trimTops lets go of the per-top sums a fresh read of many sites grew
+// (about 300 bytes a site: megabytes for Top(0) of a large ledger), which
+// the ranking's own K would keep for good.
+func (r *ranking) trimTops() {
+	for kind := range r.tops {
+		if cap(r.tops[kind]) > 2*r.k+16 {
+			r.tops[kind] = nil
+		}
 	}
 }
 
@@ -255,8 +318,12 @@ func (w *Watcher) rankLocked(k int) {
 	// The top k of each kind.
 	for kind := range r.top {
 		r.top[kind] = selectTop(r.groups, r.seen[kind], k, r.top[kind][:0])
-		for _, gi := range r.top[kind] {
-			r.groups[gi].top = true
+		r.tops[kind] = r.tops[kind][:0]
+		for i, gi := range r.top[kind] {
+			g := &r.groups[gi]
+			g.top = true
+			r.tops[kind] = append(r.tops[kind], topSums{})
+			w.sumTop(g, &r.tops[kind][i])
 		}
 		rest := &r.rest[kind]
 		for _, gi := range r.seen[kind] {
@@ -431,7 +498,7 @@ func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
 		g := &r.groups[gi]
 		if i >= k {
 			one.Duration.Counts = reuseCounts(one.Duration.Counts)
-			w.readGroup(g, &one, false)
+			w.readGroup(g, &r.tops[kind][i], &one, false)
 			if one.Class == ClassGrowing {
 				ks.Growing++
 			}
@@ -447,7 +514,7 @@ func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
 			s = &top[len(top)-1]
 		}
 		s.Duration.Counts = reuseCounts(s.Duration.Counts)
-		w.readGroup(g, s, stacks)
+		w.readGroup(g, &r.tops[kind][i], s, stacks)
 		if s.Class == ClassGrowing {
 			ks.Growing++
 		}
@@ -490,18 +557,86 @@ func reuseCounts(c []uint64) []uint64 {
 	return c
 }
 
-// readGroup sets s to the live counts of g's entries, merged, keeping s's
-// Duration.Counts (of length durBuckets) as the histogram's backing.
-func (w *Watcher) readGroup(g *group, s *SiteStats, withStack bool) {
-	counts := s.Duration.Counts
-	*s = SiteStats{Kind: g.kind, Site: g.frame}
-	s.Duration = Histogram{Bounds: durationBoundsSeconds, Counts: counts}
-	var one SiteStats
-	var buf [durBuckets]uint64
+// sumTop fills ts for top group g: the age buckets of every entry (read
+// again under each ring's lock: the pass-1 read of this cycle already
+// observed it, so this one observes nothing), and the counters of the
+// entries past the first liveEntries.
+func (w *Watcher) sumTop(g *group, ts *topSums) {
+	cur := w.rank.cycles[g.kind]
+	n := 0
 	for e := g.head; e != nil; e = e.next {
-		one = w.stats(e, false, buf[:])
-		mergeInto(s, &one)
+		var survived [AgeBuckets]uint64
+		e.ages.read(cur, w.cfg.suspectCycles, &survived)
+		for i, c := range survived {
+			ts.survived[i] += c
+		}
+		if n++; n <= liveEntries {
+			continue
+		}
+		executed := e.executed.Load()
+		cleared := e.cleared.Load()
+		registered := e.registered.Load()
+		ts.registered += registered
+		ts.executed += executed
+		ts.cleared += cleared
+		ts.clearedOutside += e.clearedOutside.Load()
+		if done := executed + cleared; registered > done {
+			ts.outstanding += registered - done
+		}
+		for i := range e.dur.counts {
+			c := e.dur.counts[i].Load()
+			ts.dur[i] += c
+			ts.durCount += c
+		}
+		ts.durSumNs += e.dur.sumNs.Load()
 	}
+}
+
+// readGroup sets s to the counts of top group g, keeping s's
+// Duration.Counts (of length durBuckets) as the histogram's backing: the
+// counters of its first liveEntries entries read live, the rest and the
+// ring counts from the ranking (ts). Executed and cleared are loaded
+// before registered, so that Outstanding never underflows.
+func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool) {
+	counts := s.Duration.Counts
+	copy(counts, ts.dur[:])
+	*s = SiteStats{
+		Kind:           g.kind,
+		Site:           g.frame,
+		Registered:     ts.registered,
+		Executed:       ts.executed,
+		Cleared:        ts.cleared,
+		ClearedOutside: ts.clearedOutside,
+		Outstanding:    ts.outstanding,
+		Survived:       ts.survived,
+		Suspect:        g.suspect,
+		Class:          g.class,
+		Growth:         g.growth,
+	}
+	durCount, durSumNs := ts.durCount, ts.durSumNs
+	n := 0
+	for e := g.head; e != nil && n < liveEntries; e = e.next {
+		n++
+		executed := e.executed.Load()
+		cleared := e.cleared.Load()
+		registered := e.registered.Load()
+		s.Registered += registered
+		s.Executed += executed
+		s.Cleared += cleared
+		s.ClearedOutside += e.clearedOutside.Load()
+		if done := executed + cleared; registered > done {
+			s.Outstanding += registered - done
+		}
+		for i := range e.dur.counts {
+			c := e.dur.counts[i].Load()
+			counts[i] += c
+			durCount += c
+		}
+		durSumNs += e.dur.sumNs.Load()
+	}
+	s.Suspect = min(s.Suspect, s.Outstanding)
+	s.Duration = Histogram{Bounds: durationBoundsSeconds, Counts: counts, Count: durCount,
+		Sum: float64(durSumNs) / 1e9}
 	if withStack {
 		if g.head.stack != nil {
 			s.Stack, s.PCs = g.head.stack.Frames(), g.head.stack.PCs()
@@ -532,8 +667,11 @@ func mergeInto(a, b *SiteStats) {
 	a.Growth += b.Growth
 }
 
-// appendEntries appends every ledger entry to dst.
+// appendEntries appends every ledger entry to dst, grown once up front
+// (entries are 120 bytes; a ledger of 10 000 grown by doubling copies
+// megabytes).
 func (w *Watcher) appendEntries(dst []Entry) []Entry {
+	dst = slices.Grow(dst, w.sites.Len()+len(w.overflow))
 	w.eachEntry(func(s *site) {
 		executed := s.executed.Load()
 		cleared := s.cleared.Load()

@@ -203,7 +203,7 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 // The ranking is by the growth model. An entry is observed once in each GC
 // cycle in which it registers (the cycle's first registration counts its
 // suspects, under the lock it already takes to fold the age ring) or is
-// read (Top, Sites, SiteCounts, Stacks, Totals): its suspect count, the
+// read (a ranking, Top, Sites, SiteCounts, Stacks, Totals): its suspect count, the
 // outstanding registrations that survived at least SuspectCycles cycles, is
 // compared with the highest it has had. A site is growing when its suspect
 // count reached a new high in at least GrowthHighs of its last
@@ -219,8 +219,9 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 // are. A cache or a burst that stops growing is classed stable once fewer
 // than GrowthHighs of the last GrowthWindow observations found a new high:
 // GrowthWindow-GrowthHighs observations after its last rise. A site that no
-// longer registers is observed by reads only, so with reads rarer than GC
-// cycles (a scrape every 30 s) that takes that many reads. A watcher with a
+// longer registers is observed by rankings and reads only: with
+// RankEachCycle running, once per GC cycle; with reads rarer than GC
+// cycles (a scrape every 30 s), that takes that many reads. A watcher with a
 // SuspectCycles other than the default learns it at an entry's first read,
 // and the entry's observations start there.
 func (w *Watcher) Top(n int) []SiteStats {

@@ -25,6 +25,13 @@ type symbolCache struct {
 
 var symbols = symbolCache{m: make(map[uintptr][]stackcapture.Frame)}
 
+// size returns how many PCs the cache holds.
+func (c *symbolCache) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}
+
 // frames appends to dst the frames that the return PC pc stands for in a
 // stack where next is the PC after it (0 if none).
 //
@@ -58,8 +65,20 @@ func (c *symbolCache) frames(pc, next uintptr, dst []stackcapture.Frame) []stack
 		}
 		c.mu.Unlock()
 	}
-	if len(fs) > 1 && next != 0 && next == fs[1].PC+1 {
+	if calledFrom(fs) == next {
 		fs = fs[:1]
 	}
 	return append(dst, fs...)
+}
+
+// calledFrom returns the virtual PC that follows a PC whose expansion is
+// fs in a runtime.Callers stack where the PC stands for its innermost
+// frame only (its callers follow as virtual PCs: each expanded frame's PC
+// is that virtual PC less one); 0 when fs is a single frame, which never
+// needs cutting.
+func calledFrom(fs []stackcapture.Frame) uintptr {
+	if len(fs) < 2 {
+		return 0
+	}
+	return fs[1].PC + 1
 }

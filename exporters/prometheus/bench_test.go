@@ -28,9 +28,13 @@ const benchPaths = 34 // stacks per generated site: 300 × 34 = 10 200 entries
 
 // benchLedger returns a watcher with 10 200 ledger entries over the 300
 // generated sites, their objects kept until the benchmark ends.
-func benchLedger(b *testing.B) *finalizerwatch.Watcher {
+func benchLedger(b *testing.B) *finalizerwatch.Watcher { return benchLedgerOf(b, benchPaths) }
+
+// benchLedgerOf returns a watcher whose 300 generated sites are each
+// reached by paths distinct stacks: 300 × paths ledger entries.
+func benchLedgerOf(b *testing.B, paths int) *finalizerwatch.Watcher {
 	b.Helper()
-	const n = len(generatedSites) * benchPaths
+	n := len(generatedSites) * paths
 	w, err := finalizerwatch.New(finalizerwatch.WithFullStacks(true),
 		finalizerwatch.WithMaxSites(2*n), finalizerwatch.WithMaxStacks(2*n))
 	if err != nil {
@@ -40,7 +44,7 @@ func benchLedger(b *testing.B) *finalizerwatch.Watcher {
 	objs := make([]*siteObj, 0, n)
 	b.Cleanup(func() { objs = nil })
 	for _, register := range generatedSites {
-		for path := range uint(benchPaths) {
+		for path := range uint(paths) {
 			testkit.AtPath(path, 6, func() {
 				o := new(siteObj)
 				register(w, o)
@@ -77,12 +81,15 @@ func BenchmarkGoCollectorGather(b *testing.B) {
 
 func BenchmarkCollect10000Sites(b *testing.B) {
 	b.Run("ledger=watcher", func(b *testing.B) {
-		c := newCollector(b, WithWatcher(benchLedger(b)))
-		ch := make(chan prometheus.Metric, 4096)
-		b.ReportAllocs()
-		for b.Loop() {
-			collectAll(c, ch)
-		}
+		w := benchLedger(b)
+		eachRanking(b, w, func(b *testing.B) {
+			c := newCollector(b, WithWatcher(w))
+			ch := make(chan prometheus.Metric, 4096)
+			b.ReportAllocs()
+			for b.Loop() {
+				collectAll(c, ch)
+			}
+		})
 	})
 	b.Run("ledger=synthetic", func(b *testing.B) {
 		sites := synthSites(rand.New(rand.NewPCG(7, 8)), 10000)
@@ -102,15 +109,49 @@ func BenchmarkCollect10000Sites(b *testing.B) {
 
 // BenchmarkGather10000Sites is a whole scrape's work: Collect plus the
 // registry's encoding into protobuf structures, as for the Go collector.
-func BenchmarkGather10000Sites(b *testing.B) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(b, WithWatcher(benchLedger(b))))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := reg.Gather(); err != nil {
-			b.Fatal(err)
+// With rank=scrape the first scrape of each GC cycle ranks the ledger (a
+// watcher nobody ranks for); with rank=cycle a goroutine runs
+// Watcher.RankEachCycle alongside, as the probe does, and the scrapes
+// read its ranking (its work, BenchmarkRankCycle in finalizerwatch, then
+// competes for the CPUs instead).
+func BenchmarkGather10000Sites(b *testing.B) { benchGather(b, benchPaths) }
+
+// BenchmarkGather1000Sites is the same at 1 200 ledger entries (the 300
+// sites, 4 stacks into each).
+func BenchmarkGather1000Sites(b *testing.B) { benchGather(b, 4) }
+
+func benchGather(b *testing.B, paths int) {
+	w := benchLedgerOf(b, paths)
+	eachRanking(b, w, func(b *testing.B) {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(newCollector(b, WithWatcher(w)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := reg.Gather(); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
+}
+
+// eachRanking runs bench twice on w: as rank=scrape, where the first read
+// of each GC cycle ranks, and as rank=cycle, with w.RankEachCycle running
+// alongside, as in the probe.
+func eachRanking(b *testing.B, w *finalizerwatch.Watcher, bench func(b *testing.B)) {
+	b.Run("rank=scrape", bench)
+	b.Run("rank=cycle", func(b *testing.B) {
+		done := make(chan struct{})
+		ended := make(chan struct{})
+		go func() {
+			defer close(ended)
+			w.RankEachCycle(done)
+		}()
+		defer func() {
+			close(done)
+			<-ended
+		}()
+		bench(b)
+	})
 }
 
 // BenchmarkWatcher10000 measures the finalizerwatch calls a Collect could
