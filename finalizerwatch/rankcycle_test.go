@@ -47,6 +47,13 @@ func TestRankEachCycle(t *testing.T) {
 			t.Fatal("RankEachCycle did not rank within 20s of GC cycles")
 		}
 	}
+	// Stop the loop first, so that only the Read below can rank.
+	close(done)
+	select {
+	case <-ended:
+	case <-time.After(20 * time.Second):
+		t.Fatal("RankEachCycle did not return after done was closed")
+	}
 	w.rankMu.Lock()
 	pass, cycles := w.rank.pass, w.rank.cycles
 	current := w.rankCurrent(1)
@@ -61,13 +68,6 @@ func TestRankEachCycle(t *testing.T) {
 	}
 	if top := sn.Kinds[KindFinalizer].Top; len(top) != 1 || top[0].Registered != 1 {
 		t.Errorf("top %+v: want the one site with one registration", top)
-	}
-
-	close(done)
-	select {
-	case <-ended:
-	case <-time.After(20 * time.Second):
-		t.Fatal("RankEachCycle did not return after done was closed")
 	}
 }
 

@@ -583,12 +583,9 @@ func (w *Watcher) sumTop(g *group, ts *topSums) {
 		if done := executed + cleared; registered > done {
 			ts.outstanding += registered - done
 		}
-		for i := range e.dur.counts {
-			c := e.dur.counts[i].Load()
-			ts.dur[i] += c
-			ts.durCount += c
-		}
-		ts.durSumNs += e.dur.sumNs.Load()
+		n, sumNs := e.dur.addTo(&ts.dur)
+		ts.durCount += n
+		ts.durSumNs += sumNs
 	}
 }
 
@@ -627,12 +624,9 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 		if done := executed + cleared; registered > done {
 			s.Outstanding += registered - done
 		}
-		for i := range e.dur.counts {
-			c := e.dur.counts[i].Load()
-			counts[i] += c
-			durCount += c
-		}
-		durSumNs += e.dur.sumNs.Load()
+		c, sumNs := e.dur.addTo((*[durBuckets]uint64)(counts))
+		durCount += c
+		durSumNs += sumNs
 	}
 	s.Suspect = min(s.Suspect, s.Outstanding)
 	s.Duration = Histogram{Bounds: durationBoundsSeconds, Counts: counts, Count: durCount,
