@@ -29,6 +29,15 @@
 // entry stands for), innermost first, inlined calls expanded into the
 // location's lines.
 //
+// SampledProfile (served with ?sampled=1) is the other view: the stacks of
+// the registrations finalizerwatch samples (one in
+// finalizerwatch.DefaultStackSampleRate by default), one sample per
+// distinct path into a site, valued by the outstanding and registered
+// registrations it stands for. Its values are estimates, the sampled
+// counts scaled by the rate, and its comment says so:
+//
+//	go tool pprof -top -lines 'http://127.0.0.1:6061/debug/pprof/finalizers?sampled=1'
+//
 // All exported functions are safe for concurrent use. Handler builds at
 // most MaxConcurrentBuilds profiles at once.
 package pprofexporter

@@ -21,7 +21,9 @@ const RetryAfterSeconds = 1
 
 // Handler returns an http.Handler that serves the profile of ledger (see
 // Profile) as a download named finalizers.pb.gz, for go tool pprof:
-// mount it at /debug/pprof/finalizers. It answers GET and HEAD (HEAD
+// mount it at /debug/pprof/finalizers. With the query ?sampled=1 it serves
+// SampledProfile instead, the sampled registration stacks. It answers GET
+// and HEAD (HEAD
 // builds nothing), 405 Method Not Allowed to anything else, and 503 when
 // MaxConcurrentBuilds profiles are being built already. A nil ledger means
 // finalizerwatch.Default. The handler is safe for concurrent use.
@@ -30,14 +32,16 @@ func Handler(ledger *finalizerwatch.Watcher) http.Handler {
 		ledger = finalizerwatch.Default
 	}
 	return &handler{
-		build: func(w io.Writer) error { return Write(w, ledger) },
-		sem:   make(chan struct{}, MaxConcurrentBuilds),
+		build:        func(w io.Writer) error { return Write(w, ledger) },
+		buildSampled: func(w io.Writer) error { return WriteSampled(w, ledger) },
+		sem:          make(chan struct{}, MaxConcurrentBuilds),
 	}
 }
 
 type handler struct {
-	build func(io.Writer) error // Write of the ledger; a hook for tests
-	sem   chan struct{}         // one token per build in progress
+	build        func(io.Writer) error // Write of the ledger; a hook for tests
+	buildSampled func(io.Writer) error // WriteSampled of the ledger
+	sem          chan struct{}         // one token per build in progress
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +66,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Build into memory first, so that a failure can still be reported
 	// with a status code rather than as a truncated download.
 	var buf bytes.Buffer
-	if err := h.build(&buf); err != nil {
+	build := h.build
+	if r.URL.Query().Get("sampled") == "1" && h.buildSampled != nil {
+		build = h.buildSampled
+	}
+	if err := build(&buf); err != nil {
 		http.Error(w, "building the profile failed", http.StatusInternalServerError)
 		return
 	}

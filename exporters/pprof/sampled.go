@@ -1,0 +1,67 @@
+package pprofexporter
+
+import (
+	"compress/gzip"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/google/pprof/profile"
+)
+
+// SampledProfile returns the profile of ledger's sampled registration
+// stacks (finalizerwatch.Watcher.StackSamples): one sample per distinct
+// stack through which a sampled registration was made, of either kind,
+// valued by the outstanding and registered registrations it stands for
+// (outstanding is the default). Those values are estimates: the sampled
+// counts scaled by the sample rate, which the profile says in a comment
+// ("stacks sampled: one registration in N"). Where Profile shows one stack
+// per site (its first registration's), this one shows the paths through
+// which a site registers, weighted, as the heap profile does for
+// allocations. It is empty if the ledger samples no stacks (rate 0, or
+// WithFullStacks, where Profile has every stack exactly). A nil ledger
+// means finalizerwatch.Default.
+func SampledProfile(ledger *finalizerwatch.Watcher) *profile.Profile {
+	if ledger == nil {
+		ledger = finalizerwatch.Default
+	}
+	b := newBuilder()
+	b.p.SampleType = []*profile.ValueType{
+		{Type: SampleOutstanding, Unit: "count"},
+		{Type: SampleRegistered, Unit: "count"},
+	}
+	b.p.DefaultSampleType = SampleOutstanding
+	rate := ledger.StackSampleRate()
+	for _, k := range finalizerwatch.Kinds {
+		for _, s := range ledger.StackSamples(k) {
+			rate = s.Rate
+			locs := make([]*profile.Location, len(s.Stack))
+			for i := range s.Stack {
+				locs[i] = b.location(&s.Stack[i])
+			}
+			b.p.Sample = append(b.p.Sample, &profile.Sample{
+				Location: locs,
+				Value:    []int64{clampInt64(s.Outstanding), clampInt64(s.Registered)},
+				Label:    map[string][]string{LabelKind: {k.String()}},
+			})
+		}
+	}
+	b.p.Comments = []string{"stacks sampled: one registration in " + strconv.Itoa(rate) + "; counts are the sampled ones scaled by " + strconv.Itoa(rate)}
+	return b.p
+}
+
+// WriteSampled writes SampledProfile(ledger) to w, gzipped, as Write does.
+func WriteSampled(w io.Writer, ledger *finalizerwatch.Watcher) error {
+	p := SampledProfile(ledger)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(w)
+	if err := p.WriteUncompressed(zw); err != nil {
+		return fmt.Errorf("pprofexporter: writing sampled profile: %w", err)
+	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("pprofexporter: writing sampled profile: %w", err)
+	}
+	return nil
+}
