@@ -120,9 +120,9 @@ type Entry struct {
 // ranking ranks groups. Groups are never removed, as entries are not.
 type group struct {
 	kind     Kind
-	frame    stackcapture.Frame
-	head     *site // its first entry; the others chain through site.next
-	nextHash int32 // index of the next group with the same hash, -1 if none
+	frame    *stackcapture.Frame // shared with the head's cached frame where it has one
+	head     *site               // its first entry; the others chain through site.next
+	nextHash int32               // index of the next group with the same hash, -1 if none
 	// Pass-1 scratch of the latest ranking (see rankLocked).
 	pass                                     uint32
 	top                                      bool
@@ -131,7 +131,7 @@ type group struct {
 }
 
 func (g *group) key() rankKey {
-	return rankKey{g.class, g.growth, g.suspect, g.outstanding, g.registered, g.kind, &g.frame}
+	return rankKey{g.class, g.growth, g.suspect, g.outstanding, g.registered, g.kind, g.frame}
 }
 
 // ranking is a Watcher's per-cycle ranking, guarded by mu.
@@ -415,7 +415,11 @@ func (w *Watcher) groupOf(s *site) *group {
 		first = -1
 	}
 	gi := int32(len(r.groups))
-	r.groups = append(r.groups, group{kind: s.kind, frame: f, head: s, nextHash: first})
+	fp := s.frame.Load()
+	if fp == nil || *fp != f {
+		fp = &f // a stack's entry: the frame is cached on its stack
+	}
+	r.groups = append(r.groups, group{kind: s.kind, frame: fp, head: s, nextHash: first})
 	r.byHash[sum] = gi
 	s.grp = gi + 1
 	return &r.groups[gi]
@@ -599,7 +603,7 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 	copy(counts, ts.dur[:])
 	*s = SiteStats{
 		Kind:           g.kind,
-		Site:           g.frame,
+		Site:           *g.frame,
 		Registered:     ts.registered,
 		Executed:       ts.executed,
 		Cleared:        ts.cleared,
