@@ -435,6 +435,18 @@ func BenchmarkGather(b *testing.B) {
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(c)
+			// As the probe does: the ranking follows the GC cycles on a
+			// goroutine of its own, off the scrape (finalizerwatch's
+			// BenchmarkRankCycle measures its cost per cycle).
+			done, ended := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(ended)
+				w.RankEachCycle(done)
+			}()
+			defer func() {
+				close(done)
+				<-ended
+			}()
 			benchmarkGather(b, reg)
 		})
 	}
