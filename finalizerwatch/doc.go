@@ -23,8 +23,12 @@
 // outside the runtime and gcprobe, found with a frame-pointer walk that
 // costs a few nanoseconds. A call through a method value or reflection is
 // counted at the user's line too: the wrapper frames in between are
-// recognised once per return PC and skipped with runtime.Callers. The full registration stack is captured once per
-// site (or on every registration, with WithFullStacks). A registration's age
+// recognised once per return PC and skipped with runtime.Callers. The full
+// registration stack is captured once per site, and for one registration
+// in StackSampleRate (default 512), at random, which is counted under its
+// stack too (StackSamples; like the heap profile, an estimate scaled by
+// the rate); with WithFullStacks, on every registration, by walking frame
+// pointers (stackcapture.Callers). A registration's age
 // is the number of GC cycles it has survived, counted by a sentinel
 // finalizer (and a sentinel cleanup, for cleanups) that re-arms itself after
 // each cycle: a cycle counts once the goroutine that runs that kind of
@@ -36,8 +40,9 @@
 // keeps the user's finalizer in a table keyed by the object's address (the
 // runtime would hold the finalizer just the same), and for cleanups one
 // record that the runtime passes to the cleanup. Running a finalizer or
-// cleanup through the watcher adds a table deletion (finalizers only), two
-// clock reads and a few atomic operations. The watcher starts no goroutine.
+// cleanup through the watcher adds a table deletion (finalizers only), a
+// clock read (two for the one run in DurationSampleRate that is timed) and
+// a few atomic operations. The watcher starts no goroutine.
 //
 // Every table is bounded: sites (WithMaxSites), stacks (WithMaxStacks),
 // and the address table, which holds one entry per object whose finalizer

@@ -37,8 +37,8 @@ import (
 // runtime.SetFinalizer directly, or its object was freed and the address
 // reused by a new one. It never panics where the runtime would not.
 //
-// The watcher keeps no reference to obj and adds a table deletion, two
-// clock reads and a few atomic operations to each finalizer run.
+// The watcher keeps no reference to obj and adds a table deletion, a
+// clock read and a few atomic operations to each finalizer run.
 //
 //go:noinline
 func SetFinalizer(obj any, finalizer any) {
