@@ -172,21 +172,44 @@ const liveEntries = 8
 // its age buckets over every entry, and the counters of the entries past
 // the first liveEntries, which a Read does not read live.
 type topSums struct {
-	survived                                                   [AgeBuckets]uint64
+	counterSums
+	survived [AgeBuckets]uint64
+	dur      [durBuckets]uint64
+}
+
+// counterSums sums ledger entries' counters and run-time histograms.
+type counterSums struct {
 	registered, executed, cleared, clearedOutside, outstanding uint64
 	durCount, durSumNs                                         uint64
-	dur                                                        [durBuckets]uint64
+}
+
+// add adds entry e's counters to c, and its histogram's counts to dur.
+// Executed and cleared are loaded before registered, so that outstanding
+// never underflows.
+func (c *counterSums) add(e *site, dur *[durBuckets]uint64) {
+	executed := e.executed.Load()
+	cleared := e.cleared.Load()
+	registered := e.registered.Load()
+	c.registered += registered
+	c.executed += executed
+	c.cleared += cleared
+	c.clearedOutside += e.clearedOutside.Load()
+	if done := executed + cleared; registered > done {
+		c.outstanding += registered - done
+	}
+	n, sumNs := e.dur.addTo(dur)
+	c.durCount += n
+	c.durSumNs += sumNs
 }
 
 // restSums are the counts of the sites outside the top k, as of the
 // ranking.
 type restSums struct {
-	entries                                                    int
-	registered, executed, cleared, clearedOutside, outstanding uint64
-	suspect, growth                                            uint64
-	class                                                      Class
-	growing, ranked, tracked                                   int
-	durCount, durSumNs                                         uint64
+	counterSums
+	entries                  int
+	suspect, growth          uint64
+	class                    Class
+	growing, ranked, tracked int
 }
 
 // Rank ranks the ledger now for the current GC cycle, reading every entry
@@ -351,19 +374,7 @@ func (w *Watcher) rankLocked(k int) {
 		if r.groups[s.grp-1].top {
 			return
 		}
-		executed := s.executed.Load()
-		cleared := s.cleared.Load()
-		registered := s.registered.Load()
-		rest.registered += registered
-		rest.executed += executed
-		rest.cleared += cleared
-		rest.clearedOutside += s.clearedOutside.Load()
-		if done := executed + cleared; registered > done {
-			rest.outstanding += registered - done
-		}
-		n, sumNs := s.dur.addTo(&r.counts[s.kind])
-		rest.durCount += n
-		rest.durSumNs += sumNs
+		rest.add(s, &r.counts[s.kind])
 	})
 	r.valid = true
 }
@@ -577,19 +588,7 @@ func (w *Watcher) sumTop(g *group, ts *topSums) {
 		if n++; n <= liveEntries {
 			continue
 		}
-		executed := e.executed.Load()
-		cleared := e.cleared.Load()
-		registered := e.registered.Load()
-		ts.registered += registered
-		ts.executed += executed
-		ts.cleared += cleared
-		ts.clearedOutside += e.clearedOutside.Load()
-		if done := executed + cleared; registered > done {
-			ts.outstanding += registered - done
-		}
-		n, sumNs := e.dur.addTo(&ts.dur)
-		ts.durCount += n
-		ts.durSumNs += sumNs
+		ts.add(e, &ts.dur)
 	}
 }
 
@@ -601,40 +600,27 @@ func (w *Watcher) sumTop(g *group, ts *topSums) {
 func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool) {
 	counts := s.Duration.Counts
 	copy(counts, ts.dur[:])
-	*s = SiteStats{
-		Kind:           g.kind,
-		Site:           *g.frame,
-		Registered:     ts.registered,
-		Executed:       ts.executed,
-		Cleared:        ts.cleared,
-		ClearedOutside: ts.clearedOutside,
-		Outstanding:    ts.outstanding,
-		Survived:       ts.survived,
-		Suspect:        g.suspect,
-		Class:          g.class,
-		Growth:         g.growth,
-	}
-	durCount, durSumNs := ts.durCount, ts.durSumNs
+	c := ts.counterSums
 	n := 0
 	for e := g.head; e != nil && n < liveEntries; e = e.next {
 		n++
-		executed := e.executed.Load()
-		cleared := e.cleared.Load()
-		registered := e.registered.Load()
-		s.Registered += registered
-		s.Executed += executed
-		s.Cleared += cleared
-		s.ClearedOutside += e.clearedOutside.Load()
-		if done := executed + cleared; registered > done {
-			s.Outstanding += registered - done
-		}
-		c, sumNs := e.dur.addTo((*[durBuckets]uint64)(counts))
-		durCount += c
-		durSumNs += sumNs
+		c.add(e, (*[durBuckets]uint64)(counts))
 	}
-	s.Suspect = min(s.Suspect, s.Outstanding)
-	s.Duration = Histogram{Bounds: durationBoundsSeconds, Counts: counts, Count: durCount,
-		Sum: float64(durSumNs) / 1e9}
+	*s = SiteStats{
+		Kind:           g.kind,
+		Site:           *g.frame,
+		Registered:     c.registered,
+		Executed:       c.executed,
+		Cleared:        c.cleared,
+		ClearedOutside: c.clearedOutside,
+		Outstanding:    c.outstanding,
+		Survived:       ts.survived,
+		Suspect:        min(g.suspect, c.outstanding),
+		Class:          g.class,
+		Growth:         g.growth,
+		Duration: Histogram{Bounds: durationBoundsSeconds, Counts: counts, Count: c.durCount,
+			Sum: float64(c.durSumNs) / 1e9},
+	}
 	if withStack {
 		if g.head.stack != nil {
 			s.Stack, s.PCs = g.head.stack.Frames(), g.head.stack.PCs()

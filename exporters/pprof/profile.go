@@ -72,17 +72,21 @@ var snapshots = sync.Pool{New: func() any { return new(finalizerwatch.Snapshot) 
 // protocol-buffer format that go tool pprof reads, as profile.Write does.
 // A nil ledger means finalizerwatch.Default.
 func Write(w io.Writer, ledger *finalizerwatch.Watcher) error {
-	p := Profile(ledger)
+	return writeGzipped(w, Profile(ledger), "profile")
+}
+
+// writeGzipped writes p to w gzipped; what names it in errors.
+func writeGzipped(w io.Writer, p *profile.Profile, what string) error {
 	// A gzip.Writer allocates about a megabyte of compressor state, more
 	// than the profile of a thousand sites: reuse them.
 	zw := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(zw)
 	zw.Reset(w)
 	if err := p.WriteUncompressed(zw); err != nil {
-		return fmt.Errorf("pprofexporter: writing profile: %w", err)
+		return fmt.Errorf("pprofexporter: writing %s: %w", what, err)
 	}
 	if err := zw.Close(); err != nil {
-		return fmt.Errorf("pprofexporter: writing profile: %w", err)
+		return fmt.Errorf("pprofexporter: writing %s: %w", what, err)
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package pprofexporter
 
 import (
-	"compress/gzip"
-	"fmt"
 	"io"
 	"strconv"
 
@@ -53,15 +51,5 @@ func SampledProfile(ledger *finalizerwatch.Watcher) *profile.Profile {
 
 // WriteSampled writes SampledProfile(ledger) to w, gzipped, as Write does.
 func WriteSampled(w io.Writer, ledger *finalizerwatch.Watcher) error {
-	p := SampledProfile(ledger)
-	zw := gzipWriters.Get().(*gzip.Writer)
-	defer gzipWriters.Put(zw)
-	zw.Reset(w)
-	if err := p.WriteUncompressed(zw); err != nil {
-		return fmt.Errorf("pprofexporter: writing sampled profile: %w", err)
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("pprofexporter: writing sampled profile: %w", err)
-	}
-	return nil
+	return writeGzipped(w, SampledProfile(ledger), "sampled profile")
 }
