@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"text/template"
 	"time"
@@ -216,6 +217,7 @@ func TestCollectRuntimeGolden(t *testing.T) {
 			_ = yield("forced_gc", true) && yield("queue_latency", false) && yield("forced_gc", false)
 		}),
 	)
+	c.cfg.sentinelRuns = func(finalizerwatch.Kind) uint64 { return 0 } // no sentinel ran
 	want := golden(t, "runtime.golden", nil)
 	names := []string{
 		"gcprobe_finalizer_queue_length",
@@ -242,6 +244,7 @@ func TestUnwatchedIsMonotonic(t *testing.T) {
 	c := newCollector(t, WithWatcher(w), WithSnapshotFunc(func() memstats.Snapshot {
 		return memstats.Snapshot{Finalizers: memstats.Queue{Executed: executed[step]}}
 	}), WithOwnCallbacksFunc(func(finalizerwatch.Kind) uint64 { return 0 }))
+	c.cfg.sentinelRuns = func(finalizerwatch.Kind) uint64 { return 0 } // no sentinel ran
 	for step = range executed {
 		got := series(t, gather(t, c), "gcprobe_finalizers_unwatched_total", "finalizer", "").GetCounter().GetValue()
 		if got != want[step] {
@@ -253,6 +256,7 @@ func TestUnwatchedIsMonotonic(t *testing.T) {
 	c = newCollector(t, WithWatcher(w), WithSnapshotFunc(func() memstats.Snapshot {
 		return memstats.Snapshot{Cleanups: memstats.Queue{Executed: 3}}
 	}), WithOwnCallbacksFunc(func(finalizerwatch.Kind) uint64 { return 5 }))
+	c.cfg.sentinelRuns = func(finalizerwatch.Kind) uint64 { return 0 }
 	if got := series(t, gather(t, c), "gcprobe_finalizers_unwatched_total", "cleanup", "").GetCounter().GetValue(); got != 0 {
 		t.Errorf("unwatched with more own callbacks than runtime runs = %v, want 0", got)
 	}
@@ -260,12 +264,13 @@ func TestUnwatchedIsMonotonic(t *testing.T) {
 
 func TestUnwatchedSubtractsWatcher(t *testing.T) {
 	w := plantedWatcher(t)
-	// The runtime ran everything the watcher ran, its sentinels, and 42
-	// finalizers of somebody else's.
-	runtimeExecuted := w.Totals(finalizerwatch.KindFinalizer).Executed + w.Cycles(finalizerwatch.KindFinalizer) + 42
+	// The runtime ran everything the watcher ran, the process's GC-cycle
+	// sentinels (7 here), and 42 finalizers of somebody else's.
+	runtimeExecuted := w.Totals(finalizerwatch.KindFinalizer).Executed + 7 + 42
 	c := newCollector(t, WithWatcher(w), WithSnapshotFunc(func() memstats.Snapshot {
 		return memstats.Snapshot{Finalizers: memstats.Queue{Executed: runtimeExecuted}}
 	}))
+	c.cfg.sentinelRuns = func(finalizerwatch.Kind) uint64 { return 7 }
 	if got := series(t, gather(t, c), "gcprobe_finalizers_unwatched_total", "finalizer", "").GetCounter().GetValue(); got != 42 {
 		t.Errorf("unwatched = %v, want 42", got)
 	}
@@ -460,5 +465,63 @@ func TestSiteLabelIsBounded(t *testing.T) {
 	}
 	if v := validLabel(got); v != got {
 		t.Fatalf("validLabel changed a Label: %q", v)
+	}
+}
+
+type unwatchedObj struct {
+	p *int
+	a [4]uint64
+}
+
+// TestUnwatchedCountsExactlyTheRawCallbacks runs the real thing: a watcher
+// and a sampler share the process's GC-cycle sentinels, whose runs the
+// runtime counts as executed finalizers and cleanups. Over GC cycles in
+// which 3 finalizers are set with runtime.SetFinalizer directly and 2
+// through the watcher, the unwatched counter goes up by exactly 3.
+func TestUnwatchedCountsExactlyTheRawCallbacks(t *testing.T) {
+	w := newWatcher(t)
+	s, err := memstats.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCollector(t, WithWatcher(w), WithSampler(s))
+	unwatched := func() float64 {
+		s.Sample()
+		return series(t, gather(t, c), "gcprobe_finalizers_unwatched_total", "finalizer", "").GetCounter().GetValue()
+	}
+	// Let the clock start and any callback still queued from earlier tests
+	// run, then take the baseline.
+	for range 3 {
+		runtime.GC()
+	}
+	testkit.Poll(t, 20*time.Second, "the finalizer queue to drain", func() bool {
+		s.Sample()
+		q := s.Snapshot().Finalizers
+		return q.Queued == q.Executed
+	})
+	before := unwatched()
+	var ran atomic.Int32
+	func() {
+		for range 3 {
+			runtime.SetFinalizer(&unwatchedObj{}, func(*unwatchedObj) { ran.Add(1) })
+		}
+		for range 2 {
+			w.SetFinalizer(&unwatchedObj{}, func(*unwatchedObj) { ran.Add(1) })
+		}
+	}()
+	testkit.Poll(t, 20*time.Second, "the five finalizers to run", func() bool {
+		runtime.GC()
+		return ran.Load() == 5
+	})
+	for range 3 { // more cycles: more sentinel runs, none of them unwatched
+		runtime.GC()
+	}
+	testkit.Poll(t, 20*time.Second, "the queue to drain", func() bool {
+		s.Sample()
+		q := s.Snapshot().Finalizers
+		return q.Queued == q.Executed
+	})
+	if got := unwatched() - before; got != 3 {
+		t.Fatalf("unwatched went up by %v, want 3", got)
 	}
 }

@@ -92,9 +92,10 @@
 // what it adds afterwards goes to other.
 //
 // gcprobe_finalizers_unwatched_total is the runtime's executed count less
-// the watcher's executed count, the watcher's GC-cycle sentinels and what
-// WithOwnCallbacksFunc reports (such as a sampler's sentinels), clamped at
-// 0 and never lower than a value already exported. Callbacks registered
+// the watcher's executed count, the runs of the process's GC-cycle
+// sentinels (one chain, shared by every watcher and sampler) and what
+// WithOwnCallbacksFunc reports, clamped at 0 and never lower than a value
+// already exported. Callbacks registered
 // through another Watcher count as unwatched.
 //
 // # Cost

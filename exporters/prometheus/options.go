@@ -6,6 +6,7 @@ import (
 	"iter"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/gcclock"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -23,10 +24,14 @@ type config struct {
 	topK      int
 	detectors iter.Seq2[string, bool]
 	own       func(finalizerwatch.Kind) uint64
+	// sentinelRuns counts the runs of the process's GC-cycle sentinels
+	// (gcclock.Runs); tests replace it.
+	sentinelRuns func(finalizerwatch.Kind) uint64
 }
 
 func defaultConfig() config {
-	return config{watcher: finalizerwatch.Default, topK: DefaultTopK}
+	return config{watcher: finalizerwatch.Default, topK: DefaultTopK,
+		sentinelRuns: func(k finalizerwatch.Kind) uint64 { return gcclock.Runs(gcclock.Kind(k)) }}
 }
 
 func (c *config) apply(opts []Option) error {
@@ -93,11 +98,10 @@ func WithDetectors(detectors iter.Seq2[string, bool]) Option {
 }
 
 // WithSampler takes the runtime-level series from s: it is
-// WithSnapshotFunc(s.Snapshot), WithDetectors of the sampler's detectors
-// (each memstats.Detector* name, firing when s.Active reports it, then any
-// other detector s.Active reports), and WithOwnCallbacksFunc of
-// s.SentinelRuns, so that the sampler's sentinels do not count as
-// unwatched. s must not be nil; the collector does not start or stop it.
+// WithSnapshotFunc(s.Snapshot) and WithDetectors of the sampler's
+// detectors (each memstats.Detector* name, firing when s.Active reports
+// it, then any other detector s.Active reports). s must not be nil; the
+// collector does not start or stop it.
 func WithSampler(s *memstats.Sampler) Option {
 	return func(c *config) error {
 		if s == nil {
@@ -105,24 +109,16 @@ func WithSampler(s *memstats.Sampler) Option {
 		}
 		c.snapshot = s.Snapshot
 		c.detectors = samplerDetectors(s)
-		c.own = func(k finalizerwatch.Kind) uint64 {
-			fin, cln := s.SentinelRuns()
-			if k == finalizerwatch.KindCleanup {
-				return cln
-			}
-			return fin
-		}
 		return nil
 	}
 }
 
 // WithOwnCallbacksFunc tells the collector how many finalizers (kind
 // finalizerwatch.KindFinalizer) and cleanups (KindCleanup) the runtime has
-// run on behalf of the probe itself outside the watcher, such as a
-// memstats.Sampler's GC-cycle sentinels (WithSampler sets this from
-// Sampler.SentinelRuns), so that
-// gcprobe_finalizers_unwatched_total does not count them. The watcher's own
-// sentinels are subtracted without it. fn must return a count that never
+// run on behalf of the program's own instrumentation outside the watcher,
+// so that gcprobe_finalizers_unwatched_total does not count them. The GC-cycle
+// sentinels that the watcher and a memstats.Sampler share (one chain per
+// process) are subtracted without it. fn must return a count that never
 // decreases; it is called once per kind and Collect.
 func WithOwnCallbacksFunc(fn func(finalizerwatch.Kind) uint64) Option {
 	return func(c *config) error {

@@ -32,18 +32,19 @@ func (c *Collector) collectRuntime(ch chan<- prometheus.Metric, sn *memstats.Sna
 
 // unwatchedNow estimates how many callbacks of kind the runtime has run
 // outside the watcher: the runtime's count, less the watcher's executed
-// count, its GC-cycle sentinels (one run per cycle it counted) and what
-// WithOwnCallbacksFunc reports, clamped at 0.
+// count, the runs of the process's GC-cycle sentinels (one chain per
+// process, shared by every watcher and sampler: internal/gcclock) and
+// what WithOwnCallbacksFunc reports, clamped at 0.
 //
 // The snapshot is taken before the ledger is read, so the runtime's count
 // is no newer than the watcher's and the estimate runs low rather than
 // high; the caller keeps its high-water mark, so the counter never goes
 // down and a low estimate catches up on a later Collect. Callbacks of other
 // Watchers in the process count as unwatched (they are not this
-// watcher's), and so does a watcher sentinel that runs after
-// Watcher.Close, once.
+// watcher's). The stale last sentinel of a stopped chain is counted as
+// the clock's, not as unwatched.
 func (c *Collector) unwatchedNow(kind finalizerwatch.Kind, q *memstats.Queue, executed uint64) uint64 {
-	watched := executed + c.cfg.watcher.Cycles(kind)
+	watched := executed + c.cfg.sentinelRuns(kind)
 	if c.cfg.own != nil {
 		watched += c.cfg.own(kind)
 	}

@@ -75,6 +75,7 @@ type clockState struct {
 	gen atomic.Uint64
 
 	ticks  [NumKinds]atomic.Uint64
+	runs   [NumKinds]atomic.Uint64 // sentinel callbacks the runtime ran, stale ones too (see Runs)
 	starts atomic.Uint64
 
 	// The sentinels waiting now, so that stopping can disarm them: a weak
@@ -122,6 +123,18 @@ func Ticks(k Kind) uint64 {
 		return 0
 	}
 	return clock.ticks[k].Load()
+}
+
+// Runs returns how many of the clock's sentinel callbacks of kind k the
+// runtime has run in this process: every tick, and the last sentinel of a
+// chain that was stopped, which runs without ticking. It is what the
+// runtime's own count of executed finalizers (or cleanups) includes on the
+// clock's behalf, whoever subscribed.
+func Runs(k Kind) uint64 {
+	if k >= NumKinds {
+		return 0
+	}
+	return clock.runs[k].Load()
 }
 
 // Starts returns how many times the chains have started: once, unless every
@@ -182,6 +195,7 @@ func armCleanup(gen uint64) {
 
 // finalizerTick runs on the finalizer goroutine, once per GC cycle.
 func finalizerTick(s *sentinel) {
+	clock.runs[Finalizer].Add(1)
 	if s.gen != clock.gen.Load() {
 		return
 	}
@@ -191,6 +205,7 @@ func finalizerTick(s *sentinel) {
 
 // cleanupTick runs on a cleanup goroutine, once per GC cycle.
 func cleanupTick(gen uint64) {
+	clock.runs[Cleanup].Add(1)
 	if gen != clock.gen.Load() {
 		return
 	}
