@@ -358,10 +358,12 @@ func (s *Sampler) LastMemStats(dst *runtime.MemStats) (at time.Time, ok bool) {
 	return s.msInfo.Last, true
 }
 
-// SentinelRuns returns how many of the sampler's own sentinel finalizers
-// and cleanups have run since it was made. The runtime's executed counts
-// (Snapshot.Finalizers.Executed, Cleanups.Executed) include them, so a
-// caller that compares those counts with its own subtracts these.
+// SentinelRuns returns how many GC-cycle sentinel finalizers and cleanups
+// the sampler has been told of since it was made. The sentinels are the
+// process's one chain, shared with every finalizerwatch.Watcher (the
+// package internal/gcclock), so a caller that compares the runtime's
+// executed counts with its own must subtract every run of that chain, not
+// these: the Prometheus exporter does.
 func (s *Sampler) SentinelRuns() (finalizers, cleanups uint64) {
 	return s.sentinelRuns[0].Load(), s.sentinelRuns[1].Load()
 }
