@@ -91,3 +91,27 @@ func TestCallerPCDoesNotAllocate(t *testing.T) {
 		t.Fatalf("CallerPC allocates %v times", n)
 	}
 }
+
+//go:noinline
+func callersAtDepth(depth int, pcs []uintptr) int {
+	if depth == 0 {
+		return Callers(0, pcs)
+	}
+	return callersAtDepth(depth-1, pcs)
+}
+
+// TestCallersDoesNotAllocate: once a stack's verdicts are cached, capturing
+// it again computes none and allocates nothing, whatever the binary's
+// layout puts in the same cache set.
+func TestCallersDoesNotAllocate(t *testing.T) {
+	if !FramePointerWalk() {
+		t.Skip("frame-pointer walk off on this platform")
+	}
+	var pcs [MaxDepth]uintptr
+	for _, depth := range []int{0, 5, 20, 40} {
+		callersAtDepth(depth, pcs[:]) // fills the verdicts
+		if n := testing.AllocsPerRun(100, func() { callersAtDepth(depth, pcs[:]) }); n != 0 {
+			t.Errorf("depth %d: %v allocations per capture, want 0", depth, n)
+		}
+	}
+}

@@ -61,15 +61,24 @@ const (
 	pcMask     = uint64(1)<<48 - 1
 )
 
-const verdictBits = 13
+const (
+	verdictBits = 13
+	verdictWays = 4 // words per set: one set is half a cache line
+)
 
-// verdicts is a direct-mapped cache of per-PC verdicts: 8192 words (64
-// KiB), fixed for the life of the process. A collision overwrites; the
-// evicted PC is recomputed the next time a walk meets it.
+// verdicts is a cache of per-PC verdicts: 8192 words (64 KiB), fixed for
+// the life of the process, 4-way set-associative. A PC's set is chosen by
+// its hash; it goes into the first empty word of the set, and once the set
+// is full, over the word its own bits choose. Direct-mapped, two PCs of
+// one stack that hashed alike evicted each other on every capture, each
+// miss recomputing a verdict (FuncForPC and CallersFrames, allocating)
+// until the capture gave up: seen in a race-detector build, at 128
+// allocations per registration.
 var verdicts [1 << verdictBits]atomic.Uint64
 
-func verdictSlot(pc uintptr) *atomic.Uint64 {
-	return &verdicts[(uint64(pc)*0x9e3779b97f4a7c15)>>(64-verdictBits)]
+func verdictSet(pc uintptr) []atomic.Uint64 {
+	i := (uint64(pc) * 0x9e3779b97f4a7c15) >> (64 - verdictBits + 2) << 2
+	return verdicts[i : i+verdictWays : i+verdictWays]
 }
 
 // lookupVerdict returns the cached verdict for pc, or 0 if there is none.
@@ -77,11 +86,13 @@ func lookupVerdict(pc uintptr) uint64 {
 	if pc == 0 || uint64(pc)&^pcMask != 0 {
 		return vPresent | vUntrusted
 	}
-	w := verdictSlot(pc).Load()
-	if w&pcMask != uint64(pc) {
-		return 0
+	set := verdictSet(pc)
+	for i := range set {
+		if w := set[i].Load(); w&pcMask == uint64(pc) {
+			return w &^ pcMask
+		}
 	}
-	return w &^ pcMask
+	return 0
 }
 
 // fillVerdict computes and caches the verdict for the return address pc.
@@ -89,7 +100,24 @@ func fillVerdict(pc uintptr) {
 	if pc == 0 || uint64(pc)&^pcMask != 0 {
 		return
 	}
-	verdictSlot(pc).Store(uint64(pc) | classify(pc))
+	storeVerdict(pc, uint64(pc)|classify(pc))
+}
+
+// storeVerdict caches the verdict word w of pc in pc's set.
+func storeVerdict(pc uintptr, w uint64) {
+	set := verdictSet(pc)
+	for i := range set {
+		if old := set[i].Load(); old&pcMask == uint64(pc) {
+			set[i].Store(w) // already cached (a racing fill)
+			return
+		}
+	}
+	for i := range set {
+		if set[i].CompareAndSwap(0, w) {
+			return
+		}
+	}
+	set[(pc>>4)%verdictWays].Store(w)
 }
 
 // classify computes the verdict for the return address pc: the function
