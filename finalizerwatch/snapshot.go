@@ -517,7 +517,7 @@ func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
 			if one.Class == ClassGrowing {
 				ks.Growing++
 			}
-			mergeInto(o, &one)
+			o.merge(&one)
 			continue
 		}
 		var s *SiteStats
@@ -628,27 +628,6 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 			s.Stack = []stackcapture.Frame{s.Site}
 		}
 	}
-}
-
-// mergeInto adds b's counts to a, as merge does, a's histogram counts
-// being a buffer of durBuckets counts.
-func mergeInto(a, b *SiteStats) {
-	a.Registered += b.Registered
-	a.Executed += b.Executed
-	a.Cleared += b.Cleared
-	a.ClearedOutside += b.ClearedOutside
-	a.Outstanding += b.Outstanding
-	a.Suspect += b.Suspect
-	for i := range a.Survived {
-		a.Survived[i] += b.Survived[i]
-	}
-	for i := range b.Duration.Counts {
-		a.Duration.Counts[i] += b.Duration.Counts[i]
-	}
-	a.Duration.Count += b.Duration.Count
-	a.Duration.Sum += b.Duration.Sum
-	a.Class = max(a.Class, b.Class)
-	a.Growth += b.Growth
 }
 
 // appendEntries appends every ledger entry to dst, grown once up front

@@ -154,8 +154,9 @@ func (a *SiteStats) merge(b *SiteStats) {
 	for i := range a.Survived {
 		a.Survived[i] += b.Survived[i]
 	}
-	// In place: every SiteStats owns its Counts.
-	for i := range a.Duration.Counts {
+	// In place: a's Counts are its own, of durBuckets counts; b's may be
+	// empty.
+	for i := range b.Duration.Counts {
 		a.Duration.Counts[i] += b.Duration.Counts[i]
 	}
 	a.Duration.Count += b.Duration.Count
