@@ -32,12 +32,7 @@ func (c Cleanup) Stop() {
 	}
 	f := c.h.state.Load() & cleanupSampled
 	if c.h.state.CompareAndSwap(cleanupPending|f, cleanupStopped|f) {
-		s := c.h.site()
-		s.cleared.Add(1)
-		s.done(c.h.cyc)
-		if smp := c.h.sample(); smp != nil {
-			smp.cleared.Add(1)
-		}
+		countCleared(refSite(c.h.ref, f != 0), refSample(c.h.ref, f != 0), c.h.cyc)
 	}
 }
 
@@ -58,23 +53,9 @@ const (
 )
 
 type cleanupHeader struct {
-	ref   unsafe.Pointer // *site, or *stackSample if sampled
+	ref   unsafe.Pointer // *site, or *stackSample if sampled (see refSite)
 	cyc   uint32
 	state atomic.Uint32
-}
-
-func (h *cleanupHeader) sample() *stackSample {
-	if h.state.Load()&cleanupSampled != 0 {
-		return (*stackSample)(h.ref)
-	}
-	return nil
-}
-
-func (h *cleanupHeader) site() *site {
-	if smp := h.sample(); smp != nil {
-		return smp.site
-	}
-	return (*site)(h.ref)
 }
 
 // cleanupRec is the one allocation a registration makes: the runtime holds
@@ -95,9 +76,8 @@ type runner interface{ run() }
 func runCleanup(r runner) { r.run() }
 
 func (r *cleanupRec[S]) run() {
-	s := r.h.site()
-	smp := r.h.sample()
-	f := r.h.state.Load() & cleanupSampled
+	f := r.h.state.Load() & cleanupSampled // set before the runtime had r
+	s, smp := refSite(r.h.ref, f != 0), refSample(r.h.ref, f != 0)
 	start := monoNow()
 	slot := s.w.begin(s, start)
 	r.fn(r.arg)

@@ -72,20 +72,10 @@ type finEntry struct {
 }
 
 // site returns the site the registration is counted at.
-func (e *finEntry) site() *site {
-	if e.call&callSampled != 0 {
-		return (*stackSample)(e.ref).site
-	}
-	return (*site)(e.ref)
-}
+func (e *finEntry) site() *site { return refSite(e.ref, e.call&callSampled != 0) }
 
 // sample returns the registration's sampled stack, or nil.
-func (e *finEntry) sample() *stackSample {
-	if e.call&callSampled != 0 {
-		return (*stackSample)(e.ref)
-	}
-	return nil
-}
+func (e *finEntry) sample() *stackSample { return refSample(e.ref, e.call&callSampled != 0) }
 
 // entryRef returns what a finEntry or cleanupHeader of a registration at s,
 // sampled as smp (nil if not sampled), points to.
@@ -94,6 +84,34 @@ func entryRef(s *site, smp *stackSample) unsafe.Pointer {
 		return unsafe.Pointer(smp)
 	}
 	return unsafe.Pointer(s)
+}
+
+// refSite returns the site of a registration whose record points to ref
+// (see entryRef), sampled or not.
+func refSite(ref unsafe.Pointer, sampled bool) *site {
+	if sampled {
+		return (*stackSample)(ref).site
+	}
+	return (*site)(ref)
+}
+
+// refSample returns the sampled stack of a registration whose record
+// points to ref, or nil if it was not sampled.
+func refSample(ref unsafe.Pointer, sampled bool) *stackSample {
+	if sampled {
+		return (*stackSample)(ref)
+	}
+	return nil
+}
+
+// countCleared counts a registration made in cycle cyc at s (and under
+// smp, if sampled) as cleared.
+func countCleared(s *site, smp *stackSample, cyc uint32) {
+	s.cleared.Add(1)
+	s.done(cyc)
+	if smp != nil {
+		smp.cleared.Add(1)
+	}
 }
 
 // Where an address goes. Objects that are registered one after another
@@ -135,11 +153,12 @@ func (m *objMap) put(addr uintptr, e finEntry) (old finEntry, replaced bool) {
 	if 2*(s.n+1) > len(s.slots) {
 		s.resize(max(minShardBits, s.bits+1))
 	}
-	switch {
-	case 8*(s.n+1) >= len(s.slots):
-		s.lowSince = 0
-	case s.lowSince != 0:
-		s.shrink()
+	if s.lowSince != 0 { // the shard has been little used: see shrink
+		if 8*(s.n+1) >= len(s.slots) {
+			s.lowSince = 0
+		} else {
+			s.shrink()
+		}
 	}
 	mask := len(s.slots) - 1
 	i := s.home(addr, h)

@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/gcprobe/probe/internal/bounded"
 	"github.com/gcprobe/probe/stackcapture"
 )
 
@@ -152,10 +151,4 @@ func (w *Watcher) StackSamples(k Kind) []StackSample {
 		return true
 	})
 	return out
-}
-
-// newSampleTable makes the sampled-stacks table, bounded like the stack
-// table it points into.
-func newSampleTable(limit int) *bounded.Map[sampleKey, stackSample] {
-	return bounded.New[sampleKey, stackSample](limit)
 }

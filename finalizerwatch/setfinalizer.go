@@ -145,14 +145,7 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 }
 
 // cleared counts the entry's registration as cleared.
-func (e *finEntry) cleared() {
-	s := e.site()
-	s.cleared.Add(1)
-	s.done(e.cyc)
-	if smp := e.sample(); smp != nil {
-		smp.cleared.Add(1)
-	}
-}
+func (e *finEntry) cleared() { countCleared(e.site(), e.sample(), e.cyc) }
 
 // verifyFinalizer panics if finalizer is a closure that holds a pointer
 // into obj's allocation: obj can then never be collected, and its finalizer

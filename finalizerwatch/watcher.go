@@ -89,7 +89,7 @@ func (w *Watcher) init() {
 	w.initOnce.Do(func() {
 		w.sites = bounded.New[siteKey, site](w.cfg.maxSites)
 		w.stacks, _ = stackcapture.NewTable(stackcapture.WithLimit(w.cfg.maxStacks))
-		w.samples = newSampleTable(w.cfg.maxStacks)
+		w.samples = bounded.New[sampleKey, stackSample](w.cfg.maxStacks) // bounded like the stacks it points into
 		w.running.init(w.cfg.maxSites)
 		w.stackEntries = w.cfg.maxSites - w.cfg.maxSites/8
 		for _, k := range Kinds {
