@@ -181,28 +181,20 @@ func newBuilder() *builder {
 	}
 }
 
-// add adds the sample of one ledger entry.
-func (b *builder) add(s *finalizerwatch.SiteStats) {
-	frames := s.Stack
-	if len(frames) == 0 {
-		frames = []stackcapture.Frame{s.Site}
-	}
-	// One location per frame. runtime.Callers, which captured the stack,
-	// gives each frame of an inlining chain a program counter of its own,
-	// so a location never needs more than one line; recursion repeats a
-	// location, which is what pprof expects.
+// addFrames adds a sample of kind at the stack frames (innermost first),
+// valued by values in the order of the profile's sample types: one
+// location per frame, shared between samples. The profile's entries come
+// through addEntries, which works from PCs; this is for stacks that are
+// already symbolized (the sampled stacks' profile).
+func (b *builder) addFrames(kind finalizerwatch.Kind, frames []stackcapture.Frame, values []int64) {
 	locs := make([]*profile.Location, len(frames))
 	for i := range frames {
 		locs[i] = b.location(&frames[i])
 	}
-	var growth uint64
-	if s.Class == finalizerwatch.ClassGrowing {
-		growth = s.Growth
-	}
 	b.p.Sample = append(b.p.Sample, &profile.Sample{
 		Location: locs,
-		Value:    []int64{clampInt64(s.Outstanding), clampInt64(s.Suspect), clampInt64(s.Registered), clampInt64(growth)},
-		Label:    map[string][]string{LabelKind: {s.Kind.String()}},
+		Value:    values,
+		Label:    map[string][]string{LabelKind: {kind.String()}},
 	})
 }
 

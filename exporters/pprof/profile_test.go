@@ -170,9 +170,9 @@ func TestBuilderWithoutPCs(t *testing.T) {
 	f := func(fn string, line int) stackcapture.Frame {
 		return stackcapture.Frame{Function: fn, File: "/src/app/a.go", Line: line}
 	}
-	b.add(&finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer, Stack: []stackcapture.Frame{f("app.a", 1), f("app.main", 9)}, Registered: 2, Outstanding: 1})
-	b.add(&finalizerwatch.SiteStats{Kind: finalizerwatch.KindCleanup, Stack: []stackcapture.Frame{f("app.b", 2), f("app.main", 9)}, Registered: 1})
-	b.add(&finalizerwatch.SiteStats{Kind: finalizerwatch.KindCleanup, Site: f("", 0)}) // no stack, unknown site
+	b.addFrames(finalizerwatch.KindFinalizer, []stackcapture.Frame{f("app.a", 1), f("app.main", 9)}, []int64{1, 0, 2, 0})
+	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("app.b", 2), f("app.main", 9)}, []int64{0, 0, 1, 0})
+	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("", 0)}, []int64{0, 0, 0, 0}) // no stack, unknown site
 	if err := b.p.CheckValid(); err != nil {
 		t.Fatal(err)
 	}

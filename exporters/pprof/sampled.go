@@ -34,15 +34,7 @@ func SampledProfile(ledger *finalizerwatch.Watcher) *profile.Profile {
 	for _, k := range finalizerwatch.Kinds {
 		for _, s := range ledger.StackSamples(k) {
 			rate = s.Rate
-			locs := make([]*profile.Location, len(s.Stack))
-			for i := range s.Stack {
-				locs[i] = b.location(&s.Stack[i])
-			}
-			b.p.Sample = append(b.p.Sample, &profile.Sample{
-				Location: locs,
-				Value:    []int64{clampInt64(s.Outstanding), clampInt64(s.Registered)},
-				Label:    map[string][]string{LabelKind: {k.String()}},
-			})
+			b.addFrames(k, s.Stack, []int64{clampInt64(s.Outstanding), clampInt64(s.Registered)})
 		}
 	}
 	b.p.Comments = []string{"stacks sampled: one registration in " + strconv.Itoa(rate) + "; counts are the sampled ones scaled by " + strconv.Itoa(rate)}
