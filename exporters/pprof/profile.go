@@ -46,7 +46,18 @@ const LabelKind = "kind"
 // Locations and functions are shared between samples. A frame without a
 // program counter (the overflow entry's) gets a synthetic address, below
 // any real one.
+//
+// It is what Write encodes, decoded: a caller that only writes the
+// profile out should call Write, which skips the decoding.
 func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
+	b := ledgerBuilder(ledger)
+	defer b.release()
+	return b.decode()
+}
+
+// ledgerBuilder returns a builder holding the profile of ledger (nil for
+// finalizerwatch.Default).
+func ledgerBuilder(ledger *finalizerwatch.Watcher) *builder {
 	if ledger == nil {
 		ledger = finalizerwatch.Default
 	}
@@ -60,11 +71,14 @@ func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
 	// Unranked: the profile uses the entries only, not the per-kind
 	// ranking a Read would otherwise make if the GC cycle moved on.
 	ledger.Read(sn, finalizerwatch.ReadOptions{Entries: true, Unranked: true})
-	b := newBuilder()
+	b := newBuilder(ledgerTypes, SampleGrowth)
 	b.addEntries(sn.Entries)
 	clear(sn.Entries) // drop the stacks' PCs until the next read
-	return b.p
+	return b
 }
+
+// ledgerTypes are Profile's sample types.
+var ledgerTypes = []string{SampleOutstanding, SampleSuspect, SampleRegistered, SampleGrowth}
 
 var snapshots = sync.Pool{New: func() any { return new(finalizerwatch.Snapshot) }}
 
@@ -72,17 +86,19 @@ var snapshots = sync.Pool{New: func() any { return new(finalizerwatch.Snapshot) 
 // protocol-buffer format that go tool pprof reads, as profile.Write does.
 // A nil ledger means finalizerwatch.Default.
 func Write(w io.Writer, ledger *finalizerwatch.Watcher) error {
-	return writeGzipped(w, Profile(ledger), "profile")
+	b := ledgerBuilder(ledger)
+	defer b.release()
+	return b.writeGzipped(w, "profile")
 }
 
-// writeGzipped writes p to w gzipped; what names it in errors.
-func writeGzipped(w io.Writer, p *profile.Profile, what string) error {
+// writeGzipped writes the profile to w gzipped; what names it in errors.
+func (b *builder) writeGzipped(w io.Writer, what string) error {
 	// A gzip.Writer allocates about a megabyte of compressor state, more
 	// than the profile of a thousand sites: reuse them.
 	zw := gzipWriters.Get().(*gzip.Writer)
 	defer gzipWriters.Put(zw)
 	zw.Reset(w)
-	if err := p.WriteUncompressed(zw); err != nil {
+	if _, err := zw.Write(b.encode()); err != nil {
 		return fmt.Errorf("pprofexporter: writing %s: %w", what, err)
 	}
 	if err := zw.Close(); err != nil {
@@ -100,14 +116,30 @@ var gzipWriters = sync.Pool{New: func() any {
 	return zw
 }}
 
-// builder assembles a profile, deduplicating functions and locations.
+// builder encodes a profile (see encode.go), deduplicating functions,
+// locations and strings. Locations and functions are numbered from 1 in
+// the order they are first met, and encoded then; samples are encoded as
+// they are added. Builders are pooled: their maps and buffers, sized by
+// the largest profile made lately, are reused by the next.
 type builder struct {
-	p     *profile.Profile
-	funcs map[funcKey]*profile.Function
+	// Encoded messages: the samples, locations, functions and string
+	// table entries, each a run of Profile fields.
+	samples, locs, funcs, strs []byte
+	// Header fields.
+	sampleTypes []string
+	defaultType string
+	comments    []string
+
+	strIdx map[string]int64 // string table index of each string
+	funcID map[funcKey]uint64
+	// fns and lines describe function i+1 and location i+1, so that
+	// sameFrame can check a location found by PC.
+	fns   []funcKey
+	lines []locLine
 	// Locations by program counter (a hash of one word: the builder's hot
 	// path), and by frame for the frames that share a PC or have none.
-	byPC    map[uintptr]*profile.Location
-	byFrame map[locKey]*profile.Location
+	byPC    map[uintptr]uint64
+	byFrame map[locKey]uint64
 	// byRet holds the locations of each return PC seen (one per frame of
 	// its inlining chain), so that a PC shared by many stacks is
 	// symbolized (through the process-wide cache, under its lock) once per
@@ -124,32 +156,20 @@ type builder struct {
 	// synth numbers the synthetic addresses of frames without a PC.
 	synth  uint64
 	frames []stackcapture.Frame // scratch for retLocations
-	// Backing arrays that locations, their lines, functions and the
-	// per-PC location lists are cut from: a profile of 10 000 distinct
-	// sites has tens of thousands of each, and an allocation apiece made
-	// building it mostly allocation and the GC work it brings.
-	locArena  []profile.Location
-	lineArena []profile.Line
-	fnArena   []profile.Function
-	ptrArena  []*profile.Location
+	// ids is the backing that byRet's location lists are cut from.
+	ids []uint64
+	// Scratch for one sample's location IDs, one message, and the label
+	// message of each kind.
+	stack  []uint64
+	msg    []byte
+	labels [len(finalizerwatch.Kinds)][]byte
+	out    []byte // the whole profile, as encode returns it
 }
 
-// An arena's chunks start at minChunk values and double up to maxChunk,
-// so that a small profile allocates little and a large one few times.
-const (
-	minChunk = 16
-	maxChunk = 4096
-)
-
-// take returns the next n values of *arena, allocating a new chunk when
-// it has fewer left (the values already taken stay where they are).
-func take[T any](arena *[]T, n int) []T {
-	if cap(*arena)-len(*arena) < n {
-		*arena = make([]T, 0, max(n, min(2*cap(*arena), maxChunk), minChunk))
-	}
-	a := *arena
-	*arena = a[: len(a)+n : cap(a)]
-	return a[len(a) : len(a)+n : len(a)+n]
+// locLine is a location's line: its function's ID and its line number.
+type locLine struct {
+	fn   uint64
+	line int64
 }
 
 type funcKey struct{ name, file string }
@@ -162,23 +182,116 @@ type locKey struct {
 	line int
 }
 
-func newBuilder() *builder {
+var builders = sync.Pool{New: func() any {
 	return &builder{
-		p: &profile.Profile{
-			SampleType: []*profile.ValueType{
-				{Type: SampleOutstanding, Unit: "count"},
-				{Type: SampleSuspect, Unit: "count"},
-				{Type: SampleRegistered, Unit: "count"},
-				{Type: SampleGrowth, Unit: "count"},
-			},
-			DefaultSampleType: SampleGrowth,
-			TimeNanos:         time.Now().UnixNano(),
-		},
-		funcs:   make(map[funcKey]*profile.Function),
-		byPC:    make(map[uintptr]*profile.Location),
-		byFrame: make(map[locKey]*profile.Location),
+		strIdx:  make(map[string]int64),
+		funcID:  make(map[funcKey]uint64),
+		byPC:    make(map[uintptr]uint64),
+		byFrame: make(map[locKey]uint64),
 		byRet:   make(map[uintptr]retLocs),
 	}
+}}
+
+// maxPooledBytes bounds the encoded profile a pooled builder keeps the
+// buffers of: a builder that made a larger one is dropped after use.
+const maxPooledBytes = 4 << 20
+
+// newBuilder returns an empty builder of a profile with the sample types
+// types (unit "count"), defaultType the default.
+func newBuilder(types []string, defaultType string) *builder {
+	b := builders.Get().(*builder)
+	b.sampleTypes, b.defaultType = types, defaultType
+	b.str("")
+	for k, kind := range finalizerwatch.Kinds {
+		m := appendInt(b.labels[k][:0], fLabelKey, b.str(LabelKind))
+		b.labels[k] = appendInt(m, fLabelStr, b.str(kind.String()))
+	}
+	return b
+}
+
+// release returns b to the pool, emptied, unless it grew too large to
+// keep. Nothing of b may be used after.
+func (b *builder) release() {
+	if len(b.out) > maxPooledBytes || len(b.samples) > maxPooledBytes {
+		return
+	}
+	b.samples, b.locs, b.funcs, b.strs, b.out = b.samples[:0], b.locs[:0], b.funcs[:0], b.strs[:0], b.out[:0]
+	b.sampleTypes, b.defaultType, b.comments = nil, "", nil
+	clear(b.strIdx)
+	clear(b.funcID)
+	clear(b.byPC)
+	clear(b.byFrame)
+	clear(b.byRet)
+	b.recent = [len(b.recent)]struct {
+		pc uintptr
+		r  retLocs
+	}{}
+	b.fns, b.lines, b.ids = b.fns[:0], b.lines[:0], b.ids[:0]
+	clear(b.frames[:cap(b.frames)]) // the symbol cache's strings
+	b.frames = b.frames[:0]
+	b.synth = 0
+	builders.Put(b)
+}
+
+// str returns s's index in the string table, adding it if new.
+func (b *builder) str(s string) int64 {
+	if i, ok := b.strIdx[s]; ok {
+		return i
+	}
+	i := int64(len(b.strIdx))
+	b.strIdx[s] = i
+	b.strs = appendString(b.strs, fProfileStringTable, s)
+	return i
+}
+
+// encode returns the profile, uncompressed. The bytes are b's: valid
+// until b is released.
+func (b *builder) encode() []byte {
+	out := b.out[:0]
+	for _, t := range b.sampleTypes {
+		m := appendInt(b.msg[:0], fValueTypeType, b.str(t))
+		b.msg = appendInt(m, fValueTypeUnit, b.str("count"))
+		out = appendBytes(out, fProfileSampleType, b.msg)
+	}
+	out = append(out, b.samples...)
+	out = append(out, b.locs...)
+	out = append(out, b.funcs...)
+	out = appendInt(out, fProfileTimeNanos, time.Now().UnixNano())
+	for _, c := range b.comments {
+		out = appendInt(out, fProfileComment, b.str(c))
+	}
+	out = appendInt(out, fProfileDefaultSampleType, b.str(b.defaultType))
+	// Last, as every string is in the table by now.
+	out = append(out, b.strs...)
+	b.out = out
+	return out
+}
+
+// decode returns the profile as a profile.Profile.
+func (b *builder) decode() *profile.Profile {
+	p, err := profile.ParseUncompressed(b.encode())
+	if err != nil {
+		// The encoding is this package's; a profile it cannot read back
+		// is a bug here, reported where the profile is read rather than
+		// as a panic in the caller.
+		return &profile.Profile{Comments: []string{"pprofexporter: internal error: " + err.Error()}}
+	}
+	return p
+}
+
+// addSample encodes a sample of kind at the locations of b.stack, valued
+// by values.
+func (b *builder) addSample(kind finalizerwatch.Kind, values []int64) {
+	m := appendPacked(b.msg[:0], fSampleLocationID, b.stack)
+	m = appendPacked(m, fSampleValue, values)
+	if int(kind) < len(b.labels) {
+		m = appendBytes(m, fSampleLabel, b.labels[kind])
+	} else {
+		l := appendInt(nil, fLabelKey, b.str(LabelKind))
+		m = appendBytes(m, fSampleLabel, appendInt(l, fLabelStr, b.str(kind.String())))
+	}
+	b.msg = m
+	b.samples = appendBytes(b.samples, fProfileSample, m)
 }
 
 // addFrames adds a sample of kind at the stack frames (innermost first),
@@ -187,84 +300,35 @@ func newBuilder() *builder {
 // through addEntries, which works from PCs; this is for stacks that are
 // already symbolized (the sampled stacks' profile).
 func (b *builder) addFrames(kind finalizerwatch.Kind, frames []stackcapture.Frame, values []int64) {
-	locs := make([]*profile.Location, len(frames))
+	b.stack = b.stack[:0]
 	for i := range frames {
-		locs[i] = b.location(&frames[i])
+		b.stack = append(b.stack, b.location(&frames[i]))
 	}
-	b.p.Sample = append(b.p.Sample, &profile.Sample{
-		Location: locs,
-		Value:    values,
-		Label:    map[string][]string{LabelKind: {kind.String()}},
-	})
+	b.addSample(kind, values)
 }
 
-// addEntries adds the samples of entries, with a few allocations in all
-// for their samples, values and locations rather than a few per sample.
+// addEntries adds the samples of entries.
 func (b *builder) addEntries(entries []finalizerwatch.Entry) {
-	n := 0
-	for i := range entries {
-		n += max(1, len(entries[i].PCs))
-	}
-	// Sized up front: the process-wide symbol cache holds every PC that
-	// earlier profiles met, so its size bounds this one's distinct PCs
-	// closely once a profile has been made, and growing the maps entry by
-	// entry (rehashing as they go) cost a tenth of a profile of 10 000
-	// sites.
-	if hint := min(symbols.size(), n); len(b.byRet) == 0 && hint > 0 {
-		b.byRet = make(map[uintptr]retLocs, hint)
-		b.byPC = make(map[uintptr]*profile.Location, hint)
-	}
-	samples := make([]profile.Sample, len(entries))
-	values := make([]int64, 4*len(entries))
-	// The samples' location lists are cut from chunks: a stack takes at
-	// least a location per PC, more where a PC expands to an inlining
-	// chain, so the first chunk is sized by the PCs and a sample that does
-	// not fit in what is left moves to a new chunk (rather than growing
-	// one slice and copying every location before it).
-	chunk := make([]*profile.Location, 0, n+n/8)
-	// locate appends ls to the sample begun at chunk[start:].
-	locate := func(start int, ls ...*profile.Location) int {
-		if cap(chunk)-len(chunk) < len(ls) {
-			c := make([]*profile.Location, 0, max(2*(len(chunk)-start+len(ls)), cap(chunk)/4))
-			chunk = append(c, chunk[start:]...)
-			start = 0
-		}
-		chunk = append(chunk, ls...)
-		return start
-	}
-	var labels [len(finalizerwatch.Kinds)]map[string][]string
-	for k, kind := range finalizerwatch.Kinds {
-		labels[k] = map[string][]string{LabelKind: {kind.String()}}
-	}
-	b.p.Sample = make([]*profile.Sample, len(entries))
+	var values [4]int64
 	for i := range entries {
 		e := &entries[i]
-		start := len(chunk)
+		b.stack = b.stack[:0]
 		if e.PCs == nil {
-			start = locate(start, b.location(&e.Site))
+			b.stack = append(b.stack, b.location(&e.Site))
 		}
 		for j, pc := range e.PCs {
 			var next uintptr
 			if j+1 < len(e.PCs) {
 				next = e.PCs[j+1]
 			}
-			start = locate(start, b.retLocations(pc, next)...)
+			b.stack = append(b.stack, b.retLocations(pc, next)...)
 		}
 		var growth uint64
 		if e.Class == finalizerwatch.ClassGrowing {
 			growth = e.Growth
 		}
-		v := values[4*i : 4*i+4 : 4*i+4]
-		v[0], v[1], v[2], v[3] = clampInt64(e.Outstanding), clampInt64(e.Suspect), clampInt64(e.Registered), clampInt64(growth)
-		s := &samples[i]
-		s.Location = chunk[start:len(chunk):len(chunk)]
-		s.Value = v
-		if int(e.Kind) < len(labels) {
-			s.Label = labels[e.Kind]
-		} else {
-			s.Label = map[string][]string{LabelKind: {e.Kind.String()}}
-		}
-		b.p.Sample[i] = s
+		values = [4]int64{clampInt64(e.Outstanding), clampInt64(e.Suspect), clampInt64(e.Registered), clampInt64(growth)}
+		b.addSample(e.Kind, values[:])
 	}
 }
 
@@ -272,14 +336,14 @@ func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 // innermost first, and the PC that follows it where it stands for its
 // innermost frame only (see calledFrom).
 type retLocs struct {
-	locs   []*profile.Location
+	locs   []uint64
 	caller uintptr
 }
 
 // retLocations returns the locations of the return PC pc in a stack where
 // next follows it (0 if none): those of its frames as symbols.frames gives
 // them, symbolized once per profile.
-func (b *builder) retLocations(pc, next uintptr) []*profile.Location {
+func (b *builder) retLocations(pc, next uintptr) []uint64 {
 	slot := &b.recent[(pc*0x9e3779b97f4a7c15)>>56]
 	if slot.pc == pc && pc != 0 {
 		if slot.r.caller == next {
@@ -291,10 +355,13 @@ func (b *builder) retLocations(pc, next uintptr) []*profile.Location {
 	if !ok {
 		b.frames = symbols.frames(pc, 0, b.frames[:0])
 		fs := b.frames
-		r = retLocs{locs: take(&b.ptrArena, len(fs)), caller: calledFrom(fs)}
+		start := len(b.ids)
 		for j := range fs {
-			r.locs[j] = b.location(&fs[j])
+			b.ids = append(b.ids, b.location(&fs[j]))
 		}
+		// Cut with its capacity: a later append to ids that moves it
+		// leaves the lists already cut where they are.
+		r = retLocs{locs: b.ids[start:len(b.ids):len(b.ids)], caller: calledFrom(fs)}
 		b.byRet[pc] = r
 	}
 	slot.pc, slot.r = pc, r
@@ -304,8 +371,8 @@ func (b *builder) retLocations(pc, next uintptr) []*profile.Location {
 	return r.locs
 }
 
-// location returns the location of frame f.
-func (b *builder) location(f *stackcapture.Frame) *profile.Location {
+// location returns the ID of frame f's location, encoding it if new.
+func (b *builder) location(f *stackcapture.Frame) uint64 {
 	// A PC from runtime.Callers symbolizes to one frame, always the same,
 	// so the PC alone finds the location; the check guards against a PC
 	// that stands for several frames (an inlining chain expanded from one
@@ -316,16 +383,16 @@ func (b *builder) location(f *stackcapture.Frame) *profile.Location {
 	// strings, which at tens of thousands of sites a profile shows).
 	var first bool
 	if f.PC != 0 {
-		l, seen := b.byPC[f.PC]
-		if seen && sameFrame(l, f) {
-			return l
+		id, seen := b.byPC[f.PC]
+		if seen && b.sameFrame(id, f) {
+			return id
 		}
 		first = !seen
 	}
 	key := locKey{pc: f.PC, fn: funcKey{f.Function, f.File}, line: f.Line}
 	if !first {
-		if l := b.byFrame[key]; l != nil {
-			return l
+		if id := b.byFrame[key]; id != 0 {
+			return id
 		}
 	}
 	addr := uint64(f.PC)
@@ -333,49 +400,53 @@ func (b *builder) location(f *stackcapture.Frame) *profile.Location {
 		b.synth++
 		addr = b.synth
 	}
-	l := &take(&b.locArena, 1)[0]
-	line := take(&b.lineArena, 1)
-	line[0] = profile.Line{Function: b.function(f), Line: int64(f.Line)}
-	*l = profile.Location{
-		ID:      uint64(len(b.p.Location) + 1),
-		Address: addr,
-		Line:    line,
-	}
-	b.p.Location = append(b.p.Location, l)
+	fn := b.function(f)
+	id := uint64(len(b.lines) + 1)
+	b.lines = append(b.lines, locLine{fn: fn, line: int64(f.Line)})
+	ln := appendUint(b.msg[:0], fLineFunctionID, fn)
+	ln = appendInt(ln, fLineLine, int64(f.Line))
+	m := appendUint(ln[len(ln):], fLocationID, id) // after the line, in the same buffer
+	m = appendUint(m, fLocationAddress, addr)
+	m = appendBytes(m, fLocationLine, ln)
+	b.msg = ln[:0]
+	b.locs = appendBytes(b.locs, fProfileLocation, m)
 	if first {
-		b.byPC[f.PC] = l
+		b.byPC[f.PC] = id
 	} else {
-		b.byFrame[key] = l
+		b.byFrame[key] = id
 	}
-	return l
+	return id
 }
 
-// sameFrame reports whether l is the location of f.
-func sameFrame(l *profile.Location, f *stackcapture.Frame) bool {
-	ln := l.Line[0]
-	return ln.Line == int64(f.Line) && ln.Function.Filename == f.File &&
-		(ln.Function.Name == f.Function || f.Function == "" && ln.Function.Name == "unknown")
+// sameFrame reports whether location id is that of f.
+func (b *builder) sameFrame(id uint64, f *stackcapture.Frame) bool {
+	ln := b.lines[id-1]
+	fn := b.fns[ln.fn-1]
+	return ln.line == int64(f.Line) && fn.file == f.File &&
+		(fn.name == f.Function || f.Function == "" && fn.name == "unknown")
 }
 
-func (b *builder) function(f *stackcapture.Frame) *profile.Function {
+// function returns the ID of frame f's function, encoding it if new.
+func (b *builder) function(f *stackcapture.Frame) uint64 {
 	key := funcKey{f.Function, f.File}
-	if fn := b.funcs[key]; fn != nil {
-		return fn
+	if id := b.funcID[key]; id != 0 {
+		return id
 	}
 	name := f.Function
 	if name == "" {
 		name = "unknown"
 	}
-	fn := &take(&b.fnArena, 1)[0]
-	*fn = profile.Function{
-		ID:         uint64(len(b.p.Function) + 1),
-		Name:       name,
-		SystemName: name,
-		Filename:   f.File,
-	}
-	b.p.Function = append(b.p.Function, fn)
-	b.funcs[key] = fn
-	return fn
+	id := uint64(len(b.fns) + 1)
+	b.fns = append(b.fns, funcKey{name, f.File})
+	b.funcID[key] = id
+	nameIdx := b.str(name)
+	m := appendUint(b.msg[:0], fFunctionID, id)
+	m = appendInt(m, fFunctionName, nameIdx)
+	m = appendInt(m, fFunctionSystemName, nameIdx)
+	m = appendInt(m, fFunctionFilename, b.str(f.File))
+	b.msg = m
+	b.funcs = appendBytes(b.funcs, fProfileFunction, m)
+	return id
 }
 
 func clampInt64(v uint64) int64 {

@@ -166,32 +166,77 @@ func TestProfileOverflowEntry(t *testing.T) {
 }
 
 func TestBuilderWithoutPCs(t *testing.T) {
-	b := newBuilder()
+	b := newBuilder(ledgerTypes, SampleGrowth)
+	defer b.release()
 	f := func(fn string, line int) stackcapture.Frame {
 		return stackcapture.Frame{Function: fn, File: "/src/app/a.go", Line: line}
 	}
 	b.addFrames(finalizerwatch.KindFinalizer, []stackcapture.Frame{f("app.a", 1), f("app.main", 9)}, []int64{1, 0, 2, 0})
 	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("app.b", 2), f("app.main", 9)}, []int64{0, 0, 1, 0})
 	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("", 0)}, []int64{0, 0, 0, 0}) // no stack, unknown site
-	if err := b.p.CheckValid(); err != nil {
+	p := b.decode()
+	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)
 	}
-	if len(b.p.Location) != 4 || len(b.p.Function) != 4 {
-		t.Fatalf("%d locations, %d functions; want 4 and 4 (app.main shared)", len(b.p.Location), len(b.p.Function))
+	if len(p.Location) != 4 || len(p.Function) != 4 {
+		t.Fatalf("%d locations, %d functions; want 4 and 4 (app.main shared)", len(p.Location), len(p.Function))
 	}
 	addrs := map[uint64]bool{}
-	for _, l := range b.p.Location {
+	for _, l := range p.Location {
 		if l.Address == 0 || addrs[l.Address] {
 			t.Errorf("synthetic address %#x zero or repeated", l.Address)
 		}
 		addrs[l.Address] = true
 	}
-	var buf bytes.Buffer
-	if err := b.p.Write(&buf); err != nil {
+	if got := p.Sample[2].Location[0].Line[0].Function.Name; got != "unknown" {
+		t.Errorf("frame without a function named %q, want unknown", got)
+	}
+}
+
+// TestEncodingMatchesProfilePackage: what the builder encodes, decoded
+// and encoded again by the profile package, decodes to the same profile;
+// and a second profile made by a pooled builder is the same as the first.
+func TestEncodingMatchesProfilePackage(t *testing.T) {
+	w := plantedWatcher(t)
+	p := Profile(w)
+	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := profile.ParseData(buf.Bytes()); err != nil {
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
 		t.Fatal(err)
+	}
+	q, err := profile.ParseData(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.TimeNanos = p.TimeNanos
+	if got, want := q.String(), p.String(); got != want {
+		t.Errorf("re-encoded by the profile package:\n%s\nwant\n%s", got, want)
+	}
+	again := Profile(w)
+	again.TimeNanos = p.TimeNanos
+	if got, want := again.String(), p.String(); got != want {
+		t.Errorf("second profile:\n%s\nwant\n%s", got, want)
+	}
+	if len(p.Sample) == 0 || len(p.Location) == 0 || len(p.Function) == 0 || p.TimeNanos == 0 {
+		t.Errorf("profile with %d samples, %d locations, %d functions, time %d", len(p.Sample), len(p.Location), len(p.Function), p.TimeNanos)
+	}
+}
+
+func TestVarints(t *testing.T) {
+	for _, v := range []uint64{0, 1, 127, 128, 16383, 16384, 1<<63 - 1, 1 << 63, ^uint64(0)} {
+		b := appendVarint(nil, v)
+		if len(b) != varintLen(v) {
+			t.Errorf("varint of %d: %d bytes, varintLen says %d", v, len(b), varintLen(v))
+		}
+		var got uint64
+		for i, c := range b {
+			got |= uint64(c&0x7f) << (7 * i)
+		}
+		if got != v {
+			t.Errorf("varint of %d decodes to %d", v, got)
+		}
 	}
 }
 

@@ -21,15 +21,18 @@ import (
 // WithFullStacks, where Profile has every stack exactly). A nil ledger
 // means finalizerwatch.Default.
 func SampledProfile(ledger *finalizerwatch.Watcher) *profile.Profile {
+	b := sampledBuilder(ledger)
+	defer b.release()
+	return b.decode()
+}
+
+// sampledBuilder returns a builder holding the sampled profile of ledger
+// (nil for finalizerwatch.Default).
+func sampledBuilder(ledger *finalizerwatch.Watcher) *builder {
 	if ledger == nil {
 		ledger = finalizerwatch.Default
 	}
-	b := newBuilder()
-	b.p.SampleType = []*profile.ValueType{
-		{Type: SampleOutstanding, Unit: "count"},
-		{Type: SampleRegistered, Unit: "count"},
-	}
-	b.p.DefaultSampleType = SampleOutstanding
+	b := newBuilder(sampledTypes, SampleOutstanding)
 	rate := ledger.StackSampleRate()
 	for _, k := range finalizerwatch.Kinds {
 		for _, s := range ledger.StackSamples(k) {
@@ -37,11 +40,16 @@ func SampledProfile(ledger *finalizerwatch.Watcher) *profile.Profile {
 			b.addFrames(k, s.Stack, []int64{clampInt64(s.Outstanding), clampInt64(s.Registered)})
 		}
 	}
-	b.p.Comments = []string{"stacks sampled: one registration in " + strconv.Itoa(rate) + "; counts are the sampled ones scaled by " + strconv.Itoa(rate)}
-	return b.p
+	b.comments = []string{"stacks sampled: one registration in " + strconv.Itoa(rate) + "; counts are the sampled ones scaled by " + strconv.Itoa(rate)}
+	return b
 }
+
+// sampledTypes are SampledProfile's sample types.
+var sampledTypes = []string{SampleOutstanding, SampleRegistered}
 
 // WriteSampled writes SampledProfile(ledger) to w, gzipped, as Write does.
 func WriteSampled(w io.Writer, ledger *finalizerwatch.Watcher) error {
-	return writeGzipped(w, SampledProfile(ledger), "sampled profile")
+	b := sampledBuilder(ledger)
+	defer b.release()
+	return b.writeGzipped(w, "sampled profile")
 }

@@ -25,13 +25,6 @@ type symbolCache struct {
 
 var symbols = symbolCache{m: make(map[uintptr][]stackcapture.Frame)}
 
-// size returns how many PCs the cache holds.
-func (c *symbolCache) size() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
-}
-
 // frames appends to dst the frames that the return PC pc stands for in a
 // stack where next is the PC after it (0 if none).
 //
