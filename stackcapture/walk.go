@@ -397,7 +397,18 @@ func callersFPEnabled() bool {
 	if fpOff.Load() {
 		return false
 	}
-	callersCalOnce.Do(calibrateCallers)
+	callersCalOnce.Do(func() {
+		// On a goroutine of its own, whose stack ends at runtime.goexit
+		// as the calibration expects: the first capture may come from a
+		// callback on a thread C created, whose stack does not, and the
+		// walk would then be off for good.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			calibrateCallers()
+		}()
+		<-done
+	})
 	return callersFPOK
 }
 
