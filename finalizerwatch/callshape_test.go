@@ -2,8 +2,11 @@ package finalizerwatch
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/gcprobe/probe/internal/cgocall"
 	"github.com/gcprobe/probe/internal/testkit"
 )
 
@@ -82,6 +85,13 @@ func testCallShapes(t *testing.T, w *Watcher) {
 			<-done
 		},
 	}
+	if cgocall.Available {
+		// Go called C, which called back into Go: the frame-pointer walk
+		// stops at the callback and runtime.Callers crosses it.
+		shapes["cgo-callback"] = func() {
+			cgocall.Through(func() { w.SetFinalizer(obj(), callShapeFin) }) // marker: shape-cgo-callback
+		}
+	}
 	for name, register := range shapes {
 		t.Run(name, func(t *testing.T) {
 			line := testkit.MarkerLine(t, "callshape_test.go", "shape-"+name)
@@ -104,6 +114,27 @@ func testCallShapes(t *testing.T, w *Watcher) {
 			}
 			t.Fatalf("no site on line %d; sites: %q", line, got)
 		})
+	}
+	if cgocall.Available && w.FullStacks() {
+		// The stack crosses the callback down to the Go that called C.
+		line := testkit.MarkerLine(t, "callshape_test.go", "shape-cgo-callback")
+		found := false
+		for _, s := range w.Stacks() {
+			if len(s.Stack) == 0 || s.Stack[0].Line != line {
+				continue
+			}
+			found = true
+			var fns []string
+			for _, f := range s.Stack {
+				fns = append(fns, f.Function)
+			}
+			if !slices.ContainsFunc(fns, func(fn string) bool { return strings.HasSuffix(fn, "/cgocall.Through") }) {
+				t.Errorf("cgo callback stack stops at the callback: %q", fns)
+			}
+		}
+		if !found {
+			t.Error("no stack from the cgo callback")
+		}
 	}
 	// No registration went to a wrapper's entry.
 	for _, s := range w.Sites() {

@@ -94,6 +94,28 @@ gcprobe_testenv_prometheus() {
 	gcprobe_testenv_log "GCPROBE_PROMTOOL=$tool ($(gcprobe_testenv_first_line "$tool" --version))"
 }
 
+# gcprobe_testenv_cc provides a C compiler, so that go builds with cgo and
+# the tests of stack capture and registration across cgo callbacks run
+# (internal/cgocall; without a compiler the go command turns cgo off and
+# they skip).
+gcprobe_testenv_cc() {
+	local cc
+	cc=$(command -v "$(go env CC)" || true)
+	if [ -z "$cc" ]; then
+		gcprobe_testenv_log "no C compiler ($(go env CC)) on PATH: installing Debian's gcc package"
+		if ! gcprobe_testenv_apt_install gcc libc6-dev; then
+			gcprobe_testenv_log "could not install gcc: the cgo callback tests cannot run"
+			return 1
+		fi
+		cc=$(command -v "$(go env CC)" || true)
+	fi
+	if [ -z "$cc" ]; then
+		gcprobe_testenv_log "gcc installed but $(go env CC) still not on PATH"
+		return 1
+	fi
+	gcprobe_testenv_log "C compiler for cgo: $cc ($(gcprobe_testenv_first_line "$cc" --version))"
+}
+
 # gcprobe_testenv_otelcol provides the OpenTelemetry Collector.
 gcprobe_testenv_otelcol() {
 	# Builds a collector with the OTLP receiver, the debug exporter and the
@@ -291,6 +313,7 @@ gcprobe_testenv_main() {
 	fi
 	gcprobe_testenv_log "GCPROBE_CACHE=$GCPROBE_CACHE"
 	gcprobe_testenv_prometheus || failed="$failed prometheus"
+	gcprobe_testenv_cc || failed="$failed cc"
 	gcprobe_testenv_otelcol || failed="$failed otelcol"
 	gcprobe_testenv_envtest || failed="$failed envtest"
 	if [ -n "$failed" ]; then
