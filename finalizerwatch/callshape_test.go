@@ -2,12 +2,14 @@ package finalizerwatch
 
 import (
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gcprobe/probe/internal/cgocall"
 	"github.com/gcprobe/probe/internal/testkit"
+	"github.com/gcprobe/probe/stackcapture"
 )
 
 // A registration is counted at the user's line whatever the shape of the
@@ -32,6 +34,23 @@ func inlinedRegister(w *Watcher, o *callShapeObj) {
 }
 
 type registrar interface{ SetFinalizer(obj, fin any) }
+
+// valueRegistrar is not pointer-shaped, so a call through objRegistrar
+// goes through the pointer wrapper (*valueRegistrar).register, into which
+// register, being small, is inlined.
+type valueRegistrar struct {
+	w   *Watcher
+	pad int
+}
+
+func (r valueRegistrar) register(o *callShapeObj) {
+	r.w.SetFinalizer(o, callShapeFin) // marker: shape-wrapper-inlined
+}
+
+type objRegistrar interface{ register(*callShapeObj) }
+
+//go:noinline
+func registerThrough(r objRegistrar, o *callShapeObj) { r.register(o) }
 
 func TestCallShapesCountedAtTheUsersLine(t *testing.T) {
 	t.Run("site", func(t *testing.T) { testCallShapes(t, newWatcher(t)) })
@@ -66,10 +85,11 @@ func testCallShapes(t *testing.T, w *Watcher) {
 			f := func(o, fin any) { w.SetFinalizer(o, fin) } // marker: shape-func-value
 			f(obj(), callShapeFin)
 		},
-		"generic":  func() { genericRegister(w, obj()) },
-		"inlined":  func() { inlinedRegister(w, obj()) },
-		"closure":  func() { func() { w.SetFinalizer(obj(), callShapeFin) }() }, // marker: shape-closure
-		"deferred": func() { defer w.SetFinalizer(obj(), callShapeFin) },        // marker: shape-deferred
+		"wrapper-inlined": func() { registerThrough(valueRegistrar{w: w}, obj()) },
+		"generic":         func() { genericRegister(w, obj()) },
+		"inlined":         func() { inlinedRegister(w, obj()) },
+		"closure":         func() { func() { w.SetFinalizer(obj(), callShapeFin) }() }, // marker: shape-closure
+		"deferred":        func() { defer w.SetFinalizer(obj(), callShapeFin) },        // marker: shape-deferred
 		"reflect": func() {
 			args := []reflect.Value{reflect.ValueOf(obj()), reflect.ValueOf(callShapeFin)}
 			reflect.ValueOf(w.SetFinalizer).Call(args) // marker: shape-reflect
@@ -114,6 +134,12 @@ func testCallShapes(t *testing.T, w *Watcher) {
 			}
 			t.Fatalf("no site on line %d; sites: %q", line, got)
 		})
+	}
+	if w.FullStacks() && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") && !stackcapture.FramePointerWalk() {
+		// Every new stack was checked against runtime.Callers
+		// (stackcapture.CallersChecked): a difference on any of these
+		// shapes turned the walk off.
+		t.Error("the frame-pointer walk is off: it misread one of these stacks")
 	}
 	if cgocall.Available && w.FullStacks() {
 		// The stack crosses the callback down to the Go that called C.

@@ -177,6 +177,12 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 		// registration is still counted at its own site.
 		if s == nil {
 			if w.sites.Len() < w.stackEntries {
+				// A stack not seen before: captured again, checked
+				// against runtime.Callers, before it is kept.
+				n = stackcapture.CallersChecked(skip+1, pcs[:])
+				h = stackcapture.HashPCs(pcs[:n])
+				key = siteKey{kind: k, hash: h}
+				h ^= uint64(k)
 				if stk := w.stacks.Intern(pcs[:n]); !stk.Overflow() {
 					s = w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, 0, stk) })
 				}
@@ -207,7 +213,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 			// Keep the first registration's stack as the site's
 			// representative.
 			var pcs [stackcapture.MaxDepth]uintptr
-			n := stackcapture.Callers(skip+1, pcs[:])
+			n := stackcapture.CallersChecked(skip+1, pcs[:])
 			stk := w.stacks.Intern(pcs[:n])
 			if s = w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk) }); s == nil {
 				return &w.overflow[k]

@@ -48,3 +48,56 @@ func TestCalibrationFromAnyStack(t *testing.T) {
 }
 
 const calibrationChildEnv = "GCPROBE_STACKCAPTURE_CALIBRATION_CHILD"
+
+// CallersChecked agrees with runtime.Callers and keeps the walk on where
+// the walk is right; where it is wrong (here made so by a forged verdict
+// that hides one of its frames as a wrapper), it returns runtime.Callers's
+// stack and turns the walk off. The second case runs in a child process,
+// since the walk stays off for good.
+func TestCallersChecked(t *testing.T) {
+	if !haveFramePointers {
+		t.Skip("no frame pointers on " + runtime.GOARCH + ": CallersChecked is runtime.Callers")
+	}
+	check := func() (checked, slow []uintptr) {
+		checked, slow = make([]uintptr, 64), make([]uintptr, 64)
+		// One line, so that skip 0 is the same line for both.
+		n, m := CallersChecked(0, checked), runtime.Callers(1, slow)
+		return checked[:n], slow[:m]
+	}
+	if os.Getenv(checkedChildEnv) == "1" {
+		var pc uintptr
+		nest(2, func() {
+			var pcs [4]uintptr
+			Callers(1, pcs[:]) // the return address into nest
+			pc = pcs[0]
+		})
+		if lookupVerdict(pc) == 0 {
+			t.Fatal("no verdict cached for nest's return address")
+		}
+		storeVerdict(pc, uint64(pc)|vPresent|vWrapper|1<<vCountLow) // forged: a wrapper, hidden
+		var checked, slow []uintptr
+		nest(2, func() { checked, slow = check() })
+		if !sameFrames(checked, slow) {
+			t.Errorf("CallersChecked:%s\nruntime.Callers:%s", framesString(checked), framesString(slow))
+		}
+		if FramePointerWalk() {
+			t.Error("the walk is still on after CallersChecked found it wrong")
+		}
+		return
+	}
+	var checked, slow []uintptr
+	nest(3, func() { checked, slow = check() })
+	if !sameFrames(checked, slow) {
+		t.Errorf("CallersChecked:%s\nruntime.Callers:%s", framesString(checked), framesString(slow))
+	}
+	if !FramePointerWalk() {
+		t.Fatal("the walk is off after a stack it got right")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCallersChecked$", "-test.count=1")
+	cmd.Env = append(os.Environ(), checkedChildEnv+"=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+}
+
+const checkedChildEnv = "GCPROBE_STACKCAPTURE_CHECKED_CHILD"

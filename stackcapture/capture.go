@@ -2,6 +2,7 @@ package stackcapture
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -19,7 +20,8 @@ var (
 	fpHops        int  // frames to step over before CallerPC's own frame
 	fpUsable      bool // the walk agreed with runtime.Callers
 
-	fpOff atomic.Bool // SetFramePointerWalk(false)
+	fpOff    atomic.Bool // SetFramePointerWalk(false)
+	fpBroken atomic.Bool // CallersChecked found the walk wrong: off for good
 )
 
 // SetFramePointerWalk turns frame-pointer unwinding in CallerPC and
@@ -27,14 +29,16 @@ var (
 // setting. It is on by default; off, both use runtime.Callers (whose
 // unwinder reads the binary's unwind tables), the reference their results
 // are checked against. It cannot turn the walk on where calibration found
-// it unusable: FramePointerWalk reports whether it is in use.
+// it unusable, or where CallersChecked found it wrong: FramePointerWalk
+// reports whether it is in use.
 func SetFramePointerWalk(on bool) (was bool) {
 	return !fpOff.Swap(!on)
 }
 
 // FramePointerWalk reports whether Callers walks frame pointers: the
-// architecture has them, calibration against runtime.Callers succeeded
-// and SetFramePointerWalk has not turned the walk off.
+// architecture has them, calibration against runtime.Callers succeeded,
+// CallersChecked has found no stack where the two differ, and
+// SetFramePointerWalk has not turned the walk off.
 func FramePointerWalk() bool { return callersFPEnabled() }
 
 func calibrate() {
@@ -155,4 +159,44 @@ func Callers(skip int, pcs []uintptr) int {
 	}
 	// 0 runtime.Callers, 1 Callers, 2 Callers's caller.
 	return runtime.Callers(skip+2, pcs)
+}
+
+// CallersChecked is Callers for a stack the caller has not seen before
+// (a new entry in a table of stacks): it also captures with
+// runtime.Callers, from the same frame, and compares the two symbolized.
+// If they differ, the walk has met a frame it misreads: CallersChecked
+// turns it off for the process, as if SetFramePointerWalk(false) (and
+// FramePointerWalk reports false from then on), and returns
+// runtime.Callers's result. So a walk bug costs speed, never a wrong
+// stack kept for good. It costs a runtime.Callers and the symbolization
+// of both stacks: for new stacks only, not for every capture.
+//
+//go:noinline
+func CallersChecked(skip int, pcs []uintptr) int {
+	if skip < 0 {
+		panic("stackcapture.CallersChecked: negative skip")
+	}
+	if len(pcs) == 0 {
+		return 0
+	}
+	if !callersFPEnabled() {
+		return runtime.Callers(skip+2, pcs)
+	}
+	var buf [MaxDepth]uintptr
+	ref := buf[:]
+	if len(pcs) > len(buf) {
+		ref = make([]uintptr, len(pcs))
+	}
+	// Both count from CallersChecked's caller, at the call.
+	n, ok := callersFP(skip, pcs)
+	m := runtime.Callers(skip+2, ref[:len(pcs)])
+	// Compared on copies: symbolizing keeps its slices, which would
+	// make pcs escape, and the caller's buffer with it, on every call.
+	if ok && sameFrames(slices.Clone(pcs[:n]), slices.Clone(ref[:m])) {
+		return n
+	}
+	if ok {
+		fpBroken.Store(true)
+	}
+	return copy(pcs, ref[:m])
 }

@@ -17,6 +17,14 @@
 //	s := table.Intern(pcs[:n])
 //	fmt.Println(s.Site()) // main.handle /src/app/main.go:42
 //
+// Callers walks frame pointers, as the runtime's execution tracer does,
+// and falls back to runtime.Callers wherever it cannot vouch for a frame
+// (cgo callbacks, signal frames, stack switches). A caller that keeps
+// stacks captures a new one with CallersChecked, which also runs
+// runtime.Callers and compares: a difference turns the walk off for the
+// process, so that a frame the walk misreads costs speed, never a wrong
+// stack.
+//
 // # Skip
 //
 // Every function that takes a skip counts it the same way: skip 0 is the

@@ -36,6 +36,19 @@ func (s shapeT) valueMethod(at func()) { nest(s.n, at) }
 
 type shapeI interface{ valueMethod(func()) }
 
+// smallValue is small enough to be inlined, into its callers and into its
+// pointer wrapper (*shapeT).smallValue, which calls through smallI use.
+func (s shapeT) smallValue(at func()) { at() }
+
+type zeroSize struct{}
+
+func (zeroSize) smallValue(at func()) { at() }
+
+type smallI interface{ smallValue(func()) }
+
+//go:noinline
+func viaSmallI(i smallI, at func()) { i.smallValue(at) }
+
 //go:noinline
 func generic[T any](x T, at func()) {
 	_ = x
@@ -85,6 +98,11 @@ func TestCallersShapes(t *testing.T) {
 			var i shapeI = &shapeT{n: 1}
 			i.valueMethod(at)
 		}, true},
+		// A value method small enough to be inlined into its pointer
+		// wrapper: runtime.Callers hides the wrapper and shows the method.
+		{"wrapper with the method inlined", func(at func()) { viaSmallI(&shapeT{n: 1}, at) }, true},
+		{"wrapper of a value in an interface", func(at func()) { viaSmallI(shapeT{n: 1}, at) }, true},
+		{"wrapper of a zero-size value", func(at func()) { viaSmallI(zeroSize{}, at) }, true},
 		{"method expression", func(at func()) { (*shapeT).method(&shapeT{n: 1}, at) }, true},
 		{"generic", func(at func()) {
 			generic("s", func() { generic(3, func() { (&genT[float64]{}).method(at) }) })

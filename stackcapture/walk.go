@@ -147,6 +147,15 @@ func classify(pc uintptr) uint64 {
 		v |= vPanicky
 	}
 	switch id := funcID(phys); {
+	case id == funcIDWrapper && f.Name() != name:
+		// The wrapper's body is inlined here: pc returns into a
+		// function inlined into the wrapper (a value method into its
+		// pointer wrapper, say). runtime.Callers shows the inlined
+		// frames and hides only the wrapper's own, outermost one
+		// (tracebackPCs), and so does runtime.CallersFrames when it
+		// expands pc (Frames.Next skips the wrapper around an inlined
+		// frame), so the frames counted below are the ones shown: an
+		// ordinary frame.
 	case id == funcIDWrapper:
 		v |= vWrapper
 	case id != 0 && name != "runtime.goexit" && name != "runtime.gopanic" && name != "runtime.panicwrap" &&
@@ -394,7 +403,7 @@ var (
 )
 
 func callersFPEnabled() bool {
-	if fpOff.Load() {
+	if fpOff.Load() || fpBroken.Load() {
 		return false
 	}
 	callersCalOnce.Do(func() {
