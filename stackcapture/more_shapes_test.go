@@ -51,7 +51,7 @@ func randomShape(r *rand.Rand, depth int, at func()) {
 		return
 	}
 	next := func() { randomShape(r, depth-1, at) }
-	switch r.IntN(8) {
+	switch r.IntN(10) {
 	case 0:
 		nest(r.IntN(3), next)
 	case 1:
@@ -71,6 +71,10 @@ func randomShape(r *rand.Rand, depth int, at func()) {
 	case 7:
 		f := func() { next() }
 		f()
+	case 8:
+		viaSmallI(shapeT{n: 1}, next) // a wrapper with the method inlined
+	case 9:
+		viaSmallI(zeroSize{}, next) // likewise, of a zero-size value
 	}
 }
 
