@@ -407,10 +407,11 @@ func callersFPEnabled() bool {
 		return false
 	}
 	callersCalOnce.Do(func() {
-		// On a goroutine of its own, whose stack ends at runtime.goexit
-		// as the calibration expects: the first capture may come from a
-		// callback on a thread C created, whose stack does not, and the
-		// walk would then be off for good.
+		// On a goroutine of its own, whose stack is short and ends at
+		// runtime.goexit, as the calibration expects: the first capture
+		// may come from deeper than the calibration reads (256 frames),
+		// or from above a frame the walk declines, and the walk would
+		// then be off for good.
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
