@@ -165,11 +165,17 @@ func Callers(skip int, pcs []uintptr) int {
 // (a new entry in a table of stacks): it also captures with
 // runtime.Callers, from the same frame, and compares the two symbolized.
 // If they differ, the walk has met a frame it misreads: CallersChecked
-// turns it off for the process, as if SetFramePointerWalk(false) (and
-// FramePointerWalk reports false from then on), and returns
+// turns the whole-stack walk off for the process (Callers uses
+// runtime.Callers from then on and FramePointerWalk reports false;
+// CallerPC's walk of one frame is not affected), and returns
 // runtime.Callers's result. So a walk bug costs speed, never a wrong
 // stack kept for good. It costs a runtime.Callers and the symbolization
 // of both stacks: for new stacks only, not for every capture.
+//
+// Once the walk is off, a stack captured again has runtime.Callers's PCs
+// (one per logical frame) where it had the walk's (one per physical
+// frame): a table keyed by PCs then holds it twice, as two stacks that
+// symbolize alike.
 //
 //go:noinline
 func CallersChecked(skip int, pcs []uintptr) int {

@@ -48,7 +48,9 @@ const LabelKind = "kind"
 // any real one.
 //
 // It is what Write encodes, decoded: a caller that only writes the
-// profile out should call Write, which skips the decoding.
+// profile out should call Write, which skips the decoding. Should the
+// decoding fail (a bug in this package), the profile has no samples and a
+// comment that says why.
 func Profile(ledger *finalizerwatch.Watcher) *profile.Profile {
 	b := ledgerBuilder(ledger)
 	defer b.release()
@@ -274,7 +276,12 @@ func (b *builder) decode() *profile.Profile {
 		// The encoding is this package's; a profile it cannot read back
 		// is a bug here, reported where the profile is read rather than
 		// as a panic in the caller.
-		return &profile.Profile{Comments: []string{"pprofexporter: internal error: " + err.Error()}}
+		st := make([]*profile.ValueType, len(b.sampleTypes))
+		for i, t := range b.sampleTypes {
+			st[i] = &profile.ValueType{Type: t, Unit: "count"}
+		}
+		return &profile.Profile{SampleType: st, DefaultSampleType: b.defaultType,
+			Comments: []string{"pprofexporter: internal error, no samples: " + err.Error()}}
 	}
 	return p
 }
@@ -346,10 +353,7 @@ type retLocs struct {
 func (b *builder) retLocations(pc, next uintptr) []uint64 {
 	slot := &b.recent[(pc*0x9e3779b97f4a7c15)>>56]
 	if slot.pc == pc && pc != 0 {
-		if slot.r.caller == next {
-			return slot.r.locs[:1]
-		}
-		return slot.r.locs
+		return slot.r.forNext(next)
 	}
 	r, ok := b.byRet[pc]
 	if !ok {
@@ -365,7 +369,14 @@ func (b *builder) retLocations(pc, next uintptr) []uint64 {
 		b.byRet[pc] = r
 	}
 	slot.pc, slot.r = pc, r
-	if r.caller == next {
+	return r.forNext(next)
+}
+
+// forNext returns the locations of r's PC in a stack where next follows
+// it: only the innermost where next is the virtual PC of its caller
+// (none, if the PC symbolized to no frame at all).
+func (r *retLocs) forNext(next uintptr) []uint64 {
+	if r.caller == next && len(r.locs) > 0 {
 		return r.locs[:1]
 	}
 	return r.locs

@@ -349,3 +349,21 @@ func growLeak(w *finalizerwatch.Watcher, n int) {
 		kept = append(kept, o)
 	}
 }
+
+// A return PC that symbolizes to no frame at all gives no location, last
+// in its stack or not, rather than a panic.
+func TestRetLocsWithoutFrames(t *testing.T) {
+	var r retLocs
+	for _, next := range []uintptr{0, 0x1234} {
+		if got := r.forNext(next); len(got) != 0 {
+			t.Errorf("forNext(%#x) = %v, want none", next, got)
+		}
+	}
+	r = retLocs{locs: []uint64{3, 2, 1}, caller: 0x1234}
+	if got := r.forNext(0x1234); !slices.Equal(got, []uint64{3}) {
+		t.Errorf("followed by its caller's virtual PC: %v, want the innermost location only", got)
+	}
+	if got := r.forNext(0); !slices.Equal(got, []uint64{3, 2, 1}) {
+		t.Errorf("last in its stack: %v, want the whole inlining chain", got)
+	}
+}
