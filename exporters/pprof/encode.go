@@ -93,19 +93,13 @@ func appendUint(b []byte, field int, v uint64) []byte {
 // as protobuf encodes int64).
 func appendInt(b []byte, field int, v int64) []byte { return appendUint(b, field, uint64(v)) }
 
-// appendBytes appends a length-delimited field holding msg.
-func appendBytes(b []byte, field int, msg []byte) []byte {
+// appendBytes appends a length-delimited field holding msg: an embedded
+// message, or a string (even an empty one: the string table's first entry
+// is the empty string, and must be there).
+func appendBytes[T ~[]byte | ~string](b []byte, field int, msg T) []byte {
 	b = appendTag(b, field, wireBytes)
 	b = appendVarint(b, uint64(len(msg)))
 	return append(b, msg...)
-}
-
-// appendString appends a string field, even an empty one (the string
-// table's first entry is the empty string, and must be there).
-func appendString(b []byte, field int, s string) []byte {
-	b = appendTag(b, field, wireBytes)
-	b = appendVarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 // appendPacked appends a packed repeated varint field; nothing if vs is

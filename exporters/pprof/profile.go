@@ -160,10 +160,11 @@ type builder struct {
 	frames []stackcapture.Frame // scratch for retLocations
 	// ids is the backing that byRet's location lists are cut from.
 	ids []uint64
-	// Scratch for one sample's location IDs, one message, and the label
-	// message of each kind.
+	// Scratch for one sample's location IDs, one message, a location's
+	// line, and the label message of each kind.
 	stack  []uint64
 	msg    []byte
+	line   []byte
 	labels [len(finalizerwatch.Kinds)][]byte
 	out    []byte // the whole profile, as encode returns it
 }
@@ -205,10 +206,15 @@ func newBuilder(types []string, defaultType string) *builder {
 	b.sampleTypes, b.defaultType = types, defaultType
 	b.str("")
 	for k, kind := range finalizerwatch.Kinds {
-		m := appendInt(b.labels[k][:0], fLabelKey, b.str(LabelKind))
-		b.labels[k] = appendInt(m, fLabelStr, b.str(kind.String()))
+		b.labels[k] = b.appendLabel(b.labels[k][:0], kind)
 	}
 	return b
+}
+
+// appendLabel appends the Label message of a sample of kind.
+func (b *builder) appendLabel(dst []byte, kind finalizerwatch.Kind) []byte {
+	dst = appendInt(dst, fLabelKey, b.str(LabelKind))
+	return appendInt(dst, fLabelStr, b.str(kind.String()))
 }
 
 // release returns b to the pool, emptied, unless it grew too large to
@@ -242,7 +248,7 @@ func (b *builder) str(s string) int64 {
 	}
 	i := int64(len(b.strIdx))
 	b.strIdx[s] = i
-	b.strs = appendString(b.strs, fProfileStringTable, s)
+	b.strs = appendBytes(b.strs, fProfileStringTable, s)
 	return i
 }
 
@@ -294,8 +300,7 @@ func (b *builder) addSample(kind finalizerwatch.Kind, values []int64) {
 	if int(kind) < len(b.labels) {
 		m = appendBytes(m, fSampleLabel, b.labels[kind])
 	} else {
-		l := appendInt(nil, fLabelKey, b.str(LabelKind))
-		m = appendBytes(m, fSampleLabel, appendInt(l, fLabelStr, b.str(kind.String())))
+		m = appendBytes(m, fSampleLabel, b.appendLabel(nil, kind))
 	}
 	b.msg = m
 	b.samples = appendBytes(b.samples, fProfileSample, m)
@@ -414,13 +419,11 @@ func (b *builder) location(f *stackcapture.Frame) uint64 {
 	fn := b.function(f)
 	id := uint64(len(b.lines) + 1)
 	b.lines = append(b.lines, locLine{fn: fn, line: int64(f.Line)})
-	ln := appendUint(b.msg[:0], fLineFunctionID, fn)
-	ln = appendInt(ln, fLineLine, int64(f.Line))
-	m := appendUint(ln[len(ln):], fLocationID, id) // after the line, in the same buffer
+	b.line = appendInt(appendUint(b.line[:0], fLineFunctionID, fn), fLineLine, int64(f.Line))
+	m := appendUint(b.msg[:0], fLocationID, id)
 	m = appendUint(m, fLocationAddress, addr)
-	m = appendBytes(m, fLocationLine, ln)
-	b.msg = ln[:0]
-	b.locs = appendBytes(b.locs, fProfileLocation, m)
+	b.msg = appendBytes(m, fLocationLine, b.line)
+	b.locs = appendBytes(b.locs, fProfileLocation, b.msg)
 	if first {
 		b.byPC[f.PC] = id
 	} else {
