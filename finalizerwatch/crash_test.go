@@ -2,11 +2,12 @@ package finalizerwatch
 
 import (
 	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // crashHelperEnv makes the test binary, run again by TestUserFinalizerPanic,
@@ -46,10 +47,7 @@ func TestUserFinalizerPanicCrashesAsWithoutTheWatcher(t *testing.T) {
 		t.Skip("runs the test binary twice")
 	}
 	run := func(mode string) (int, string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashHelperProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashHelperEnv+"="+mode)
-		out, _ := cmd.CombinedOutput()
-		return cmd.ProcessState.ExitCode(), string(out)
+		return testkit.RunTest(t, "TestCrashHelperProcess", []string{crashHelperEnv + "=" + mode})
 	}
 	rawCode, rawOut := run("raw")
 	code, out := run("watched")

@@ -3,7 +3,6 @@ package finalizerwatch
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/gcprobe/probe/internal/queues"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // The side-by-side semantics test: every scenario runs once with the
@@ -426,11 +426,9 @@ func TestSemanticsSideBySide(t *testing.T) {
 				if testing.Short() {
 					t.Skip("runs the test binary")
 				}
-				cmd := exec.Command(os.Args[0], "-test.run=^TestSemanticsHelperProcess$", "-test.count=1")
-				cmd.Env = append(os.Environ(), semanticsHelperEnv+"="+sc.name)
-				out, _ := cmd.CombinedOutput()
-				if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "fatal error: "+sc.fatal) {
-					first, _, _ := strings.Cut(string(out), "\n\n")
+				code, out := testkit.RunTest(t, "TestSemanticsHelperProcess", []string{semanticsHelperEnv + "=" + sc.name})
+				if code != 2 || !strings.Contains(out, "fatal error: "+sc.fatal) {
+					first, _, _ := strings.Cut(out, "\n\n")
 					t.Fatalf("runtime: exit %d, want 2 with %q:\n%s", code, "fatal error: "+sc.fatal, first)
 				}
 				if sc.diverges != "" {
@@ -514,10 +512,8 @@ func TestCheckFinalizersCaughtAtRegistration(t *testing.T) {
 		t.Skip("runs the test binary")
 	}
 	run := func(mode string) (int, string) {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCheckFinalizersHelperProcess$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), checkFinalizersHelperEnv+"="+mode, "GODEBUG=checkfinalizers=1")
-		out, _ := cmd.CombinedOutput()
-		return cmd.ProcessState.ExitCode(), string(out)
+		return testkit.RunTest(t, "TestCheckFinalizersHelperProcess",
+			[]string{checkFinalizersHelperEnv + "=" + mode, "GODEBUG=checkfinalizers=1"}, "-test.v")
 	}
 	if code, out := run("raw"); code == 0 || !strings.Contains(out, "LIKELY CLEANUP/FINALIZER ISSUES") {
 		t.Fatalf("runtime: exit %d, want the runtime's report:\n%s", code, out)

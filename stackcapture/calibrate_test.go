@@ -2,11 +2,11 @@ package stackcapture
 
 import (
 	"os"
-	"os/exec"
 	"runtime"
 	"testing"
 
 	"github.com/gcprobe/probe/internal/cgocall"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // The walk is calibrated on the process's first capture, wherever that
@@ -38,10 +38,8 @@ func TestCalibrationFromAnyStack(t *testing.T) {
 			if child == "cthread" && !cgocall.Available {
 				t.Skip("built without cgo (no C compiler found, or CGO_ENABLED=0): no C thread to calibrate on")
 			}
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCalibrationFromAnyStack$", "-test.count=1")
-			cmd.Env = append(os.Environ(), calibrationChildEnv+"="+child)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("child: %v\n%s", err, out)
+			if code, out := testkit.RunTest(t, "TestCalibrationFromAnyStack", []string{calibrationChildEnv + "=" + child}); code != 0 {
+				t.Fatalf("child: exit %d\n%s", code, out)
 			}
 		})
 	}
@@ -93,10 +91,8 @@ func TestCallersChecked(t *testing.T) {
 	if !FramePointerWalk() {
 		t.Fatal("the walk is off after a stack it got right")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCallersChecked$", "-test.count=1")
-	cmd.Env = append(os.Environ(), checkedChildEnv+"=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
+	if code, out := testkit.RunTest(t, "TestCallersChecked", []string{checkedChildEnv + "=1"}); code != 0 {
+		t.Fatalf("child: exit %d\n%s", code, out)
 	}
 }
 

@@ -5,6 +5,7 @@ package testkit
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -90,4 +91,21 @@ func Poll(t testing.TB, within time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// RunTest runs the test function named test of the running test binary
+// again, alone, in a child process whose environment is this one's plus
+// env (KEY=value pairs) and whose flags add args, and returns its exit
+// code and its output (stdout and stderr). It is for the tests that need
+// a fresh process, or one they may end. It fails t if the process cannot
+// be started.
+func RunTest(t testing.TB, test string, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^" + test + "$", "-test.count=1"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if cmd.ProcessState == nil {
+		t.Fatalf("running %s in a child process: %v", test, err)
+	}
+	return cmd.ProcessState.ExitCode(), string(out)
 }
