@@ -194,23 +194,31 @@ func armCleanup(gen uint64) {
 }
 
 // finalizerTick runs on the finalizer goroutine, once per GC cycle.
+//
+// It arms the next sentinel before it tells the listeners, so that a GC
+// cycle started by anyone who has seen tick n ticks n+1: a sentinel
+// allocated while a cycle marks is allocated black and survives it
+// (runtime/mgcmark.go, gcmarknewobject), so
+// arming after the listeners would let a cycle started in between pass
+// uncounted (a test that runs one runtime.GC per tick waited for ever).
 func finalizerTick(s *sentinel) {
 	clock.runs[Finalizer].Add(1)
 	if s.gen != clock.gen.Load() {
 		return
 	}
-	tick(Finalizer)
 	armFinalizer(s.gen)
+	tick(Finalizer)
 }
 
-// cleanupTick runs on a cleanup goroutine, once per GC cycle.
+// cleanupTick runs on a cleanup goroutine, once per GC cycle. It arms
+// before it ticks, as finalizerTick does.
 func cleanupTick(gen uint64) {
 	clock.runs[Cleanup].Add(1)
 	if gen != clock.gen.Load() {
 		return
 	}
-	tick(Cleanup)
 	armCleanup(gen)
+	tick(Cleanup)
 }
 
 // tick counts a cycle and tells the listeners. A listener that returns

@@ -3,6 +3,7 @@ package gcclock
 import (
 	"reflect"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -101,4 +102,46 @@ func TestListenerEndsItself(t *testing.T) {
 		defer clock.mu.Unlock()
 		return !clock.running
 	})
+}
+
+// gcOnFirstTick starts one GC cycle from inside its first tick of kind k,
+// as a listener's owner may once it has seen a tick.
+type gcOnFirstTick struct {
+	k    Kind
+	n    atomic.Uint64
+	done atomic.Bool
+}
+
+func (g *gcOnFirstTick) Tick(k Kind) bool {
+	if k != g.k {
+		return true
+	}
+	g.n.Add(1)
+	if g.done.CompareAndSwap(false, true) {
+		runtime.GC()
+	}
+	return true
+}
+
+// TestArmedBeforeTick: a cycle started after a listener has seen tick n
+// ticks n+1, with no other cycle: the next sentinel is armed before the
+// listeners are told. Arming after them lost exactly that cycle, and a
+// caller running one runtime.GC per tick waited for ever.
+func TestArmedBeforeTick(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no cycle but ours
+	for _, k := range []Kind{Finalizer, Cleanup} {
+		g := &gcOnFirstTick{k: k}
+		s := Subscribe(g)
+		poll(t, "a first tick", func() bool { return g.n.Load() >= 1 })
+		// poll may have started further cycles; the one the listener
+		// started is the only one it cannot have seen yet if it ticked.
+		deadline := time.Now().Add(10 * time.Second)
+		for !g.done.Load() || g.n.Load() < 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("kind %d: the cycle started from the first tick did not tick (ticks %d)", k, g.n.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		s.Cancel()
+	}
 }
