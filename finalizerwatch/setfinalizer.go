@@ -42,6 +42,10 @@ import (
 //
 //go:noinline
 func SetFinalizer(obj any, finalizer any) {
+	if finalizer == nil {
+		clearFinalizer(obj) // a clear is counted where it was set: no PC
+		return
+	}
 	Default.setFinalizer(obj, finalizer, stackcapture.CallerPC(1))
 }
 
@@ -49,6 +53,10 @@ func SetFinalizer(obj any, finalizer any) {
 //
 //go:noinline
 func (w *Watcher) SetFinalizer(obj any, finalizer any) {
+	if finalizer == nil {
+		clearFinalizer(obj)
+		return
+	}
 	w.setFinalizer(obj, finalizer, stackcapture.CallerPC(1))
 }
 
@@ -89,6 +97,20 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 			return
 		}
 	}
+	if finalizer == nil {
+		clearFinalizer(obj)
+		return
+	}
+	ot := checkObj(obj)
+	call := finalizerCall(fn, ot, finalizer)
+	callCache.put(&obj, &finalizer, call)
+	w.set(obj, finalizer, addr, call, pc)
+}
+
+// checkObj returns obj's type, and panics where runtime.SetFinalizer would
+// end the program: obj nil, not a pointer, or a nil pointer.
+func checkObj(obj any) reflect.Type {
+	const fn = "finalizerwatch.SetFinalizer"
 	if obj == nil {
 		panic(fn + ": first argument is nil")
 	}
@@ -96,20 +118,21 @@ func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
 	if ot.Kind() != reflect.Pointer {
 		panic(fn + ": first argument is " + ot.String() + ", not pointer")
 	}
-	if addr == 0 {
+	if dataOf(&obj) == nil {
 		// The runtime throws "pointer not in allocated block".
 		panic(fn + ": first argument is a nil " + ot.String())
 	}
-	if finalizer == nil {
-		if e, ok := objs.take(addr); ok {
-			e.cleared()
-		}
-		runtime.SetFinalizer(obj, nil)
-		return
+	return ot
+}
+
+// clearFinalizer is SetFinalizer(obj, nil): the registration, made
+// through any Watcher, is counted as cleared at the site it was made at.
+func clearFinalizer(obj any) {
+	checkObj(obj)
+	if e, ok := objs.take(uintptr(dataOf(&obj))); ok {
+		e.cleared()
 	}
-	call := finalizerCall(fn, ot, finalizer)
-	callCache.put(&obj, &finalizer, call)
-	w.set(obj, finalizer, addr, call, pc)
+	runtime.SetFinalizer(obj, nil)
 }
 
 // set registers finalizer, whose arguments passed finalizerCall's checks,
