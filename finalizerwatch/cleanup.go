@@ -82,7 +82,7 @@ func (r *cleanupRec[S]) run() {
 	slot := s.w.begin(s, start)
 	r.fn(r.arg)
 	var d time.Duration
-	timed := timed()
+	timed := timed(start)
 	if timed {
 		d = time.Duration(monoNow() - start)
 	}

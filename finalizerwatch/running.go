@@ -2,7 +2,6 @@ package finalizerwatch
 
 import (
 	"cmp"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -20,17 +19,28 @@ var clockBase = time.Now()
 func monoNow() int64 { return int64(time.Since(clockBase)) }
 
 // DurationSampleRate is how many callback runs, on average, make one that
-// is timed: one in DurationSampleRate, chosen at random, goes into its
-// site's run-time histogram (SiteStats.Duration), whose counts and sum are
-// scaled back by the rate when read. So the histogram is an unbiased
-// estimate, its counts multiples of the rate, while Executed stays exact.
-// Reading the clock when a callback returns costs about as much as the
-// rest of the run's accounting together; the start of every run is still
-// read, for Running.
-const DurationSampleRate = 8
+// is timed: one in DurationSampleRate goes into its site's run-time
+// histogram (SiteStats.Duration), whose counts and sum are scaled back by
+// the rate when read. So the histogram is an unbiased estimate, its counts
+// multiples of the rate, while Executed stays exact. Reading the clock
+// when a callback returns costs about as much as the rest of the run's
+// accounting together; the start of every run is still read, for Running.
+//
+// Which runs are timed is decided by the start time, hashed: a run's start
+// does not depend on how long the run itself will take, so the timed runs
+// are a fair sample of the run times, and the draw costs a multiplication
+// where a random number cost as much again as the rest of the decision.
+// Fibonacci hashing spreads the starts of runs that follow one another at
+// a steady pace evenly over the hash's range (they form a Weyl sequence).
+const DurationSampleRate = 1 << durationSampleBits
 
-// timed reports whether this run goes into the run-time histogram.
-func timed() bool { return rand.Uint32() < (1<<32)/DurationSampleRate }
+const durationSampleBits = 3
+
+// timed reports whether the run that started at start (monoNow) goes into
+// the run-time histogram.
+func timed(start int64) bool {
+	return uint64(start)*0x9e3779b97f4a7c15>>(64-durationSampleBits) == 0
+}
 
 // Callbacks running now are recorded in a few slots per watcher and kind,
 // not on their sites, so that Running reads a handful of words however many

@@ -1,6 +1,8 @@
 package finalizerwatch
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"sync/atomic"
@@ -131,4 +133,30 @@ func TestRunningSlots(t *testing.T) {
 	if r := w.Running(); len(r) != 0 {
 		t.Fatalf("Running after every callback ended = %+v", r)
 	}
+}
+
+// TestTimedSpread: runs are timed by their start time, hashed. Starts that
+// follow one another at a steady pace (a backlog drained back to back),
+// whatever the pace, and starts at random, are timed one in
+// DurationSampleRate, within a few percent.
+func TestTimedSpread(t *testing.T) {
+	const n = 1 << 16
+	want := n / DurationSampleRate
+	check := func(what string, start func(i int) int64) {
+		t.Helper()
+		got := 0
+		for i := range n {
+			if timed(start(i)) {
+				got++
+			}
+		}
+		if d := got - want; d < -want/20 || d > want/20 {
+			t.Errorf("%s: %d of %d runs timed, want %d ± 5%%", what, got, n, want)
+		}
+	}
+	for _, step := range []int64{1, 7, 8, 64, 100, 1000, 1 << 10, 1 << 20, 999_983, int64(time.Millisecond)} {
+		check(fmt.Sprintf("steady, every %d ns", step), func(i int) int64 { return 123_456_789 + int64(i)*step })
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	check("random", func(int) int64 { return r.Int64() })
 }

@@ -290,7 +290,7 @@ func runFinalizer(obj any) {
 	end(slot)
 	site.executed.Add(1)
 	site.done(e.cyc)
-	if timed() {
+	if timed(start) {
 		site.dur.observe(time.Duration(monoNow() - start))
 	}
 	if smp := e.sample(); smp != nil {
