@@ -165,16 +165,17 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 		s.checked.Store(true)
 	}
 	r := &cleanupRec[S]{fn: cleanup, arg: arg}
+	// Counted before the runtime call: once AddCleanup returns, ptr may be
+	// collected and the cleanup run before this function goes on.
+	cyc, n := w.account(s)
+	r.h.cyc = cyc
 	var smp *stackSample
-	if w.sampled() {
+	if n >= s.nextSample.Load() && w.sampleDue(s, n) {
 		if smp = w.sample(s, 2); smp != nil {
 			r.h.state.Store(cleanupPending | cleanupSampled)
 		}
 	}
 	r.h.ref = entryRef(s, smp)
-	// Counted before the runtime call: once AddCleanup returns, ptr may be
-	// collected and the cleanup run before this function goes on.
-	r.h.cyc = w.account(s)
 	defer func() {
 		if p := recover(); p != nil {
 			w.unaccount(s, smp, r.h.cyc)

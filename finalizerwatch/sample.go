@@ -1,6 +1,7 @@
 package finalizerwatch
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
@@ -16,10 +17,14 @@ import (
 // exact; the counts of a sampled stack, multiplied by the rate, estimate
 // the registrations made through that stack (StackSample).
 //
-// Each registration is sampled independently with probability 1/rate
-// (math/rand/v2's per-thread generator: no lock, no shared counter), so the
-// scaled counts are unbiased estimates, as with the heap profile.
-
+// Each registration is sampled independently with probability 1/rate, so
+// the scaled counts are unbiased estimates, as with the heap profile. The
+// draws are made per site as the gaps between sampled registrations: the
+// gaps of independent draws with probability p are geometric, so each site
+// keeps the registration count at which its next sample falls
+// (site.nextSample), and a registration compares its count, which it gets
+// from the counter it adds to anyway, with that. A random number is drawn
+// once per sample, not once per registration.
 // stackSample is an entry of the sampled-stacks table: the sampled
 // registrations made through one stack.
 type stackSample struct {
@@ -36,19 +41,66 @@ type sampleKey struct {
 	stack *stackcapture.Stack
 }
 
-// sampleThreshold returns the bound under which a 32-bit random draw
-// samples a registration: 2^32/rate, 0 when sampling is off.
-func sampleThreshold(rate int) uint64 {
-	if rate <= 0 {
-		return 0
+// sampleDue reports whether the registration that made s's registered
+// count n captures its full stack. It is the slow path of
+//
+//	n >= s.nextSample.Load()
+//
+// which the caller checks first: one registration in rate comes here, and
+// each site's first.
+func (w *Watcher) sampleDue(s *site, n uint64) bool {
+	for {
+		at := s.nextSample.Load()
+		if at > n {
+			return false // a racing registration took the sample
+		}
+		rate := w.sampleRate.Load()
+		var next uint64
+		due := false
+		switch {
+		case rate <= 0:
+			next = math.MaxUint64 // off until SetStackSampleRate
+		case at == 0:
+			// No sample drawn yet (a new site, or a new rate): the first
+			// sampled registration is the gap's, counting this one.
+			if next = n - 1 + sampleGap(rate); next == n {
+				due, next = true, n+sampleGap(rate)
+			}
+		default:
+			// This registration reached the count drawn: sample it. A
+			// registration racing for the same count loses the swap below.
+			due, next = true, n+sampleGap(rate)
+		}
+		if s.nextSample.CompareAndSwap(at, next) {
+			// With full stacks every stack is kept anyway: the draws go
+			// on, so that turning them off samples from then on.
+			return due && !w.full.Load()
+		}
 	}
-	return (1 << 32) / uint64(rate)
 }
 
-// sampled reports whether this registration captures its full stack.
-func (w *Watcher) sampled() bool {
-	t := w.sampleBelow.Load()
-	return t != 0 && uint64(rand.Uint32()) < t && !w.full.Load()
+// sampleGap draws the number of registrations up to and including the next
+// sampled one, when each is sampled with probability 1/rate: geometric,
+// 1 at rate 1.
+func sampleGap(rate int64) uint64 {
+	if rate == 1 {
+		return 1
+	}
+	u := 1 - rand.Float64() // (0, 1]
+	g := math.Floor(math.Log(u)/math.Log1p(-1/float64(rate))) + 1
+	return uint64(min(g, 1<<40))
+}
+
+// resetSampling makes every site draw its next sample anew, at the rate
+// now in force.
+func (w *Watcher) resetSampling() {
+	for k := range w.overflow {
+		w.overflow[k].nextSample.Store(0)
+	}
+	w.sites.Range(func(_ siteKey, s *site) bool {
+		s.nextSample.Store(0)
+		return true
+	})
 }
 
 // sample captures the full stack of a registration counted at s, skip
@@ -114,8 +166,9 @@ func (w *Watcher) SetStackSampleRate(rate int) {
 	if rate < 0 {
 		panic("finalizerwatch.Watcher.SetStackSampleRate: negative rate")
 	}
+	w.init()
 	w.sampleRate.Store(int64(rate))
-	w.sampleBelow.Store(sampleThreshold(rate))
+	w.resetSampling()
 }
 
 // StackSamples returns the sampled stacks of kind k, in no particular

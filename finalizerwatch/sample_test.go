@@ -160,3 +160,85 @@ func TestStackSamplesOff(t *testing.T) {
 		t.Fatalf("WithStackSampleRate(-1): %v", err)
 	}
 }
+
+// TestStackSamplesPaths: registrations that take two paths in turn are
+// sampled on each path as often, one in rate: a sample every rate-th
+// registration, which a per-site count could make, would see one path only.
+func TestStackSamplesPaths(t *testing.T) {
+	const rate, n = 16, 32000
+	w := newWatcher(t, WithStackSampleRate(rate))
+	o := &thing{}
+	for i := range n {
+		if i%2 == 0 {
+			pathA(w, o)
+		} else {
+			pathB(w, o)
+		}
+		w.SetFinalizer(o, nil)
+	}
+	by := samplesByCaller(t, w, KindFinalizer)
+	mean := float64(n/2) / rate
+	sd := math.Sqrt(mean * (1 - 1.0/rate))
+	for _, path := range []string{"path-a", "path-b"} {
+		got := by[testkit.MarkerLine(t, "sample_test.go", path)].Sampled
+		if math.Abs(float64(got)-mean) > 6*sd {
+			t.Errorf("%s: %d of %d registrations sampled at rate %d, want %.0f ± %.0f", path, got, n/2, rate, mean, 6*sd)
+		}
+	}
+}
+
+// TestSetStackSampleRate: a new rate holds from the next registration at
+// every site, including sites that drew their next sample at the old one.
+func TestSetStackSampleRate(t *testing.T) {
+	w := newWatcher(t, WithStackSampleRate(0))
+	o := &thing{}
+	sampled := func() (n uint64) {
+		for _, s := range w.StackSamples(KindFinalizer) {
+			n += s.Sampled
+		}
+		return n
+	}
+	// At rate 2^31, a site draws a gap that 100 registrations do not reach
+	// but about once in 20 million runs.
+	for _, step := range []struct {
+		rate int
+		want uint64 // sampled so far
+	}{{0, 0}, {1, 100}, {0, 100}, {math.MaxInt32, 100}, {1, 200}} {
+		w.SetStackSampleRate(step.rate)
+		for range 100 {
+			pathA(w, o)
+			w.SetFinalizer(o, nil)
+		}
+		if got := sampled(); got != step.want {
+			t.Fatalf("at rate %d: %d registrations sampled, want %d", step.rate, got, step.want)
+		}
+	}
+}
+
+// TestSampleGap: the gaps between samples are geometric with mean rate:
+// the mean, and the share of gaps of 1 (a sample right after a sample).
+func TestSampleGap(t *testing.T) {
+	for _, rate := range []int64{1, 2, 16, 512} {
+		const n = 200_000
+		var sum, ones float64
+		for range n {
+			g := sampleGap(rate)
+			if g < 1 {
+				t.Fatalf("rate %d: gap %d", rate, g)
+			}
+			sum += float64(g)
+			if g == 1 {
+				ones++
+			}
+		}
+		// Geometric(1/rate): sd of the mean is sqrt(rate*(rate-1)/n).
+		mean, sd := sum/n, math.Sqrt(float64(rate*(rate-1))/n)
+		if math.Abs(mean-float64(rate)) > 6*sd+1e-9 {
+			t.Errorf("rate %d: mean gap %.2f, want %d ± %.2f", rate, mean, rate, 6*sd)
+		}
+		p := 1 / float64(rate)
+		if sdOnes := math.Sqrt(n * p * (1 - p)); math.Abs(ones-n*p) > 6*sdOnes+1e-9 {
+			t.Errorf("rate %d: %v gaps of 1 in %d, want %.0f", rate, ones, n, n*p)
+		}
+	}
+}

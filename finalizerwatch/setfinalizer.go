@@ -149,13 +149,13 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 	}
 	w.init()
 	s := w.siteFor(KindFinalizer, pc, 3)
+	cyc, n := w.account(s)
 	var smp *stackSample
-	if w.sampled() {
+	if n >= s.nextSample.Load() && w.sampleDue(s, n) {
 		if smp = w.sample(s, 3); smp != nil {
 			call |= callSampled
 		}
 	}
-	cyc := w.account(s)
 	if old, replaced := objs.put(addr, finEntry{ref: entryRef(s, smp), fin: finalizer, cyc: cyc, call: call}); replaced {
 		// A finalizer set through finalizerwatch may still be set on obj
 		// (see SetFinalizer): clear it, or the runtime would end the

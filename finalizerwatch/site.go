@@ -56,6 +56,7 @@ type site struct {
 	stack *stackcapture.Stack // the key (full stacks) or the first registration's stack
 
 	registered     atomic.Uint64
+	nextSample     atomic.Uint64 // registered count of the next sampled registration (sample.go); 0: to draw
 	executed       atomic.Uint64
 	cleared        atomic.Uint64
 	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher

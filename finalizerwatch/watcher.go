@@ -46,9 +46,8 @@ type Watcher struct {
 
 	// Sampled full stacks (sample.go): the rate, the bound a random draw
 	// must fall under, and the table of sampled stacks.
-	sampleRate  atomic.Int64
-	sampleBelow atomic.Uint64
-	samples     *bounded.Map[sampleKey, stackSample]
+	sampleRate atomic.Int64
+	samples    *bounded.Map[sampleKey, stackSample]
 
 	// rank is the per-cycle ranking that Read serves (snapshot.go);
 	// rankMu guards it, and the read-side fields grp and next of every
@@ -80,7 +79,7 @@ func New(opts ...Option) (*Watcher, error) {
 		return nil, err
 	}
 	w.full.Store(w.cfg.fullStacks)
-	w.SetStackSampleRate(w.cfg.stackSampleRate)
+	w.sampleRate.Store(int64(w.cfg.stackSampleRate))
 	return w, nil
 }
 
@@ -260,12 +259,13 @@ func (w *Watcher) initSite(s *site, k Kind, pc uintptr, stk *stackcapture.Stack)
 	s.ages.base.Store(cur)
 }
 
-// account records a new registration at s and returns its cycle.
-func (w *Watcher) account(s *site) uint32 {
-	cyc := w.cycles[s.kind].Load()
-	s.registered.Add(1)
+// account records a new registration at s and returns its cycle and s's
+// registered count with it.
+func (w *Watcher) account(s *site) (cyc uint32, n uint64) {
+	cyc = w.cycles[s.kind].Load()
+	n = s.registered.Add(1)
 	s.ages.add(cyc)
-	return cyc
+	return cyc, n
 }
 
 // unaccount undoes account, and the sample's count, for a registration
