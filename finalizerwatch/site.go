@@ -60,9 +60,18 @@ type site struct {
 	executed       atomic.Uint64
 	cleared        atomic.Uint64
 	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
-	runID          atomic.Uint32 // id in the watcher's running-callback registry (running.go), 0 until its first run
-	ages           ageRing
-	dur            lazyHist
+
+	// checked is set once a registration here passed the runtime's own
+	// checks of AddCleanup's arguments (see verifyCleanup).
+	checked atomic.Bool
+	kind    Kind
+	// indirect marks the entry of a return PC inside a wrapper (a method
+	// value's, reflection's): it counts nothing, and registrations that
+	// come through it look further up the stack for their site.
+	indirect bool
+
+	ages ageRing
+	dur  lazyHist
 
 	// frame caches the symbolized site of a site entry (pc != 0) and of
 	// the overflow entries; a stack entry's is its stack's, cached there.
@@ -74,14 +83,10 @@ type site struct {
 	next *site
 	grp  int32
 
-	// checked is set once a registration here passed the runtime's own
-	// checks of AddCleanup's arguments (see verifyCleanup).
-	checked atomic.Bool
-	kind    Kind
-	// indirect marks the entry of a return PC inside a wrapper (a method
-	// value's, reflection's): it counts nothing, and registrations that
-	// come through it look further up the stack for their site.
-	indirect bool
+	runID atomic.Uint32 // id in the watcher's running-callback registry (running.go), 0 until its first run
+
+	// The fields are in an order that leaves no padding: the ledger's
+	// table nodes are 256 bytes with it (TestSiteNodeSize).
 }
 
 // done uncounts an outstanding registration made in cycle cyc, now that it
