@@ -25,6 +25,7 @@ import (
 // (site.nextSample), and a registration compares its count, which it gets
 // from the counter it adds to anyway, with that. A random number is drawn
 // once per sample, not once per registration.
+
 // stackSample is an entry of the sampled-stacks table: the sampled
 // registrations made through one stack.
 type stackSample struct {

@@ -87,22 +87,19 @@ func dataOf(x *any) unsafe.Pointer { return (*eface)(unsafe.Pointer(x)).data }
 // address outside the heap, since all zero-size objects share it.
 var zeroBase = reflect.New(reflect.TypeFor[struct{}]()).Pointer()
 
+// setFinalizer is SetFinalizer with a finalizer that is not nil (a clear
+// is clearFinalizer), made at pc.
+//
 //go:noinline
 func (w *Watcher) setFinalizer(obj, finalizer any, pc uintptr) {
-	const fn = "finalizerwatch.SetFinalizer"
 	addr := uintptr(dataOf(&obj))
-	if finalizer != nil && addr != 0 {
+	if addr != 0 {
 		if c, ok := callCache.get(&obj, &finalizer); ok {
 			w.set(obj, finalizer, addr, c, pc)
 			return
 		}
 	}
-	if finalizer == nil {
-		clearFinalizer(obj)
-		return
-	}
-	ot := checkObj(obj)
-	call := finalizerCall(fn, ot, finalizer)
+	call := finalizerCall("finalizerwatch.SetFinalizer", checkObj(obj), finalizer)
 	callCache.put(&obj, &finalizer, call)
 	w.set(obj, finalizer, addr, call, pc)
 }

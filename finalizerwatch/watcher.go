@@ -44,8 +44,8 @@ type Watcher struct {
 	// had no room left for stack entries.
 	stacksRefused atomic.Uint64
 
-	// Sampled full stacks (sample.go): the rate, the bound a random draw
-	// must fall under, and the table of sampled stacks.
+	// Sampled full stacks (sample.go): the rate, and the table of sampled
+	// stacks.
 	sampleRate atomic.Int64
 	samples    *bounded.Map[sampleKey, stackSample]
 
