@@ -66,19 +66,18 @@ func MetricNames() []string {
 // detectors are computed from. Sample fills it from the runtime; tests fill
 // it by hand (Sampler.read) to drive the detectors deterministically.
 type reading struct {
-	cycles, forced           uint64
-	heapLive, heapGoal       uint64
-	gogc                     int64
-	memoryLimit              uint64
-	mcacheInuse              uint64
-	finQueued, finExecuted   uint64
-	clnQueued, clnExecuted   uint64
-	cpuGC, cpuTotal          float64
-	stwGC, stwOther          uint64
-	finLatency, clnLatency   time.Duration
-	finPending, clnPending   bool   // the latency is an overdue sentinel's
-	finRuns, clnRuns         uint64 // sentinel runs the latency is from
-	pausesSeen, pausesMissed uint64
+	cycles, forced         uint64
+	heapLive, heapGoal     uint64
+	gogc                   int64
+	memoryLimit            uint64
+	mcacheInuse            uint64
+	finQueued, finExecuted uint64
+	clnQueued, clnExecuted uint64
+	cpuGC, cpuTotal        float64
+	stwGC, stwOther        uint64
+	finLatency, clnLatency time.Duration
+	finPending, clnPending bool   // the latency is an overdue sentinel's
+	finRuns, clnRuns       uint64 // sentinel runs the latency is from
 }
 
 // u64 returns sample i as a uint64, or 0 when the running Go does not
