@@ -133,8 +133,9 @@ func TestArmedBeforeTick(t *testing.T) {
 		g := &gcOnFirstTick{k: k}
 		s := Subscribe(g)
 		poll(t, "a first tick", func() bool { return g.n.Load() >= 1 })
-		// poll may have started further cycles; the one the listener
-		// started is the only one it cannot have seen yet if it ticked.
+		// poll forces no cycle once it has seen the first tick: the second
+		// can only come from the cycle the listener started (or from one
+		// poll forced in the instant before it saw the first).
 		deadline := time.Now().Add(10 * time.Second)
 		for !g.done.Load() || g.n.Load() < 2 {
 			if time.Now().After(deadline) {
