@@ -156,6 +156,19 @@ func (l clockListener) Tick(k gcclock.Kind) bool {
 	return true
 }
 
+// pcKey returns the site-table hash and key of the site entry of kind k
+// for the call site pc.
+func pcKey(k Kind, pc uintptr) (uint64, siteKey) {
+	return stackcapture.HashPC(pc) ^ uint64(k), siteKey{kind: k, pc: pc}
+}
+
+// stackKey returns the site-table hash and key of the stack entry of kind
+// k (full stacks) for the stack pcs.
+func stackKey(k Kind, pcs []uintptr) (uint64, siteKey) {
+	h := stackcapture.HashPCs(pcs)
+	return h ^ uint64(k), siteKey{kind: k, hash: h}
+}
+
 // siteFor returns the ledger entry for a registration of kind k whose call
 // site is pc. Only the site is captured on the hot path; a new site (or,
 // with full stacks, every registration) captures the stack too. skip is the
@@ -167,9 +180,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 	if w.full.Load() {
 		var pcs [stackcapture.MaxDepth]uintptr
 		n := stackcapture.Callers(skip+1, pcs[:])
-		h := stackcapture.HashPCs(pcs[:n])
-		key := siteKey{kind: k, hash: h}
-		h ^= uint64(k)
+		h, key := stackKey(k, pcs[:n])
 		s := w.sites.Get(h, key)
 		// New stacks may take only part of the table: the rest is kept
 		// for site entries, so that once stacks no longer fit, every
@@ -179,9 +190,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 				// A stack not seen before: captured again, checked
 				// against runtime.Callers, before it is kept.
 				n = stackcapture.CallersChecked(skip+1, pcs[:])
-				h = stackcapture.HashPCs(pcs[:n])
-				key = siteKey{kind: k, hash: h}
-				h ^= uint64(k)
+				h, key = stackKey(k, pcs[:n])
 				if stk := w.stacks.Intern(pcs[:n]); !stk.Overflow() {
 					s = w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, 0, stk) })
 				}
@@ -194,8 +203,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 		}
 		// No room for the stack: count the registration at its site.
 	}
-	key := siteKey{kind: k, pc: pc}
-	h := stackcapture.HashPC(pc) ^ uint64(k)
+	h, key := pcKey(k, pc)
 	s := w.sites.Get(h, key)
 	if s == nil {
 		if w.sites.Len() >= w.sites.Limit() {
@@ -241,8 +249,7 @@ func (w *Watcher) indirectSite(k Kind) *site {
 		i++
 	}
 	pc := pcs[i]
-	key := siteKey{kind: k, pc: pc}
-	h := stackcapture.HashPC(pc) ^ uint64(k)
+	h, key := pcKey(k, pc)
 	if s := w.sites.Get(h, key); s != nil {
 		return s
 	}
