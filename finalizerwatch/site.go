@@ -107,13 +107,21 @@ func (s *site) siteFrame() stackcapture.Frame {
 	if f := s.frame.Load(); f != nil {
 		return *f
 	}
-	f := overflowFrame
+	fp := &overflowFrame
 	if s.pc != 0 {
-		f = stackcapture.SiteOfPC(s.pc)
+		// The innermost frame of the PC's expansion, as SiteOfPC gives it,
+		// kept in the process's frame cache: the site holds a pointer, not
+		// a frame of its own (48 bytes a site, 0.5 MB at 10 000 sites).
+		if fs := stackcapture.PCFrames(s.pc); len(fs) > 0 {
+			fp = &fs[0]
+		} else {
+			f := stackcapture.SiteOfPC(s.pc)
+			fp = &f
+		}
 	}
 	// Racing first calls symbolize the same PC: either store will do.
-	s.frame.CompareAndSwap(nil, &f)
-	return f
+	s.frame.CompareAndSwap(nil, fp)
+	return *fp
 }
 
 // ringSize is how many consecutive registration cycles keep their own age

@@ -353,7 +353,7 @@ type retLocs struct {
 }
 
 // retLocations returns the locations of the return PC pc in a stack where
-// next follows it (0 if none): those of its frames as symbols.frames gives
+// next follows it (0 if none): those of its frames as retFrames gives
 // them, symbolized once per profile.
 func (b *builder) retLocations(pc, next uintptr) []uint64 {
 	slot := &b.recent[(pc*0x9e3779b97f4a7c15)>>56]
@@ -362,7 +362,7 @@ func (b *builder) retLocations(pc, next uintptr) []uint64 {
 	}
 	r, ok := b.byRet[pc]
 	if !ok {
-		b.frames = symbols.frames(pc, 0, b.frames[:0])
+		b.frames = retFrames(pc, 0, b.frames[:0])
 		fs := b.frames
 		start := len(b.ids)
 		for j := range fs {

@@ -50,7 +50,7 @@ func TestSymbolsPhysicalAndLogicalStacks(t *testing.T) {
 			if i+1 < len(pcs) {
 				next = pcs[i+1]
 			}
-			got = symbols.frames(pc, next, got)
+			got = retFrames(pc, next, got)
 		}
 		// The innermost frames differ by their line (the two calls in
 		// captureNoinline); the rest must be the same.
