@@ -95,3 +95,11 @@ func TestSiteNodeSize(t *testing.T) {
 		t.Errorf("a site table node is %d bytes (site %d, key %d), want at most 256", node, unsafe.Sizeof(site{}), unsafe.Sizeof(siteKey{}))
 	}
 }
+
+// TestGroupSize pins the ranking's group, one per site, to 64 bytes: in
+// another field order it had 13 bytes of padding and took 72.
+func TestGroupSize(t *testing.T) {
+	if n := unsafe.Sizeof(group{}); n > 64 {
+		t.Errorf("a ranking group is %d bytes, want at most 64", n)
+	}
+}
