@@ -1,7 +1,9 @@
 package finalizerwatch
 
 import (
+	"math/bits"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/gcprobe/probe/internal/gcclock"
@@ -35,6 +37,10 @@ import (
 // probe sequence both detects a duplicate and finds the free slot.
 type objMap struct {
 	shards [objShards]objShard
+	// idle has bit i set while shard i waits to shrink (its lowSince is
+	// set); idleBusy is set while a shrinkIdle pass runs. See tickIdle.
+	idle     atomic.Uint64
+	idleBusy atomic.Bool
 }
 
 const (
@@ -133,7 +139,10 @@ const (
 // choose the shard, the bits below them the chunk's base slot.
 func objHash(addr uintptr) uint64 { return uint64(addr>>chunkShift) * 0x9e3779b97f4a7c15 }
 
-func (m *objMap) shard(h uint64) *objShard { return &m.shards[h>>(64-objShardBits)] }
+func (m *objMap) shard(h uint64) *objShard { return &m.shards[shardIndex(h)] }
+
+// shardIndex returns the index of the shard of hash h.
+func shardIndex(h uint64) int { return int(h >> (64 - objShardBits)) }
 
 // home returns the first slot of addr's probe sequence; h is objHash(addr).
 func (s *objShard) home(addr uintptr, h uint64) int {
@@ -157,7 +166,7 @@ func (m *objMap) put(addr uintptr, e finEntry) (old finEntry, replaced bool) {
 		if 8*(s.n+1) >= len(s.slots) {
 			s.lowSince = 0
 		} else {
-			s.shrink()
+			m.shrink(s, shardIndex(h))
 		}
 	}
 	mask := len(s.slots) - 1
@@ -199,7 +208,7 @@ func (m *objMap) take(addr uintptr) (finEntry, bool) {
 	s.deleteAt(i, mask)
 	s.n--
 	if s.bits > minShardBits && 8*s.n < len(s.slots) {
-		s.shrink()
+		m.shrink(s, shardIndex(h))
 	}
 	s.mu.Unlock()
 	return e, true
@@ -210,13 +219,17 @@ func (m *objMap) take(addr uintptr) (finEntry, bool) {
 // stayed under an eighth for two GC cycles. Shrinking as soon as it
 // empties would make a program that registers and drops a batch of objects
 // in each cycle grow and shrink the table with every batch, allocating and
-// copying it each time. The check runs on the shard's puts and takes;
-// without a running GC-cycle clock (no watcher open), the memory is kept.
-func (s *objShard) shrink() {
+// copying it each time. The check runs on the shard's puts and takes, and,
+// for a shard that no put or take comes to any more (the burst is over and
+// the program registers elsewhere, or not at all), once per GC cycle off
+// the finalizer goroutine (tickIdle); without a running GC-cycle clock (no
+// watcher open), the memory is kept. s is shard i; under s.mu.
+func (m *objMap) shrink(s *objShard, i int) {
 	cur := gcclock.Ticks(gcclock.Finalizer) + 1
 	switch {
 	case s.lowSince == 0:
 		s.lowSince = cur
+		m.idle.Or(1 << i)
 	case cur-s.lowSince >= 2:
 		bits := uint(minShardBits)
 		for 4*s.n > 1<<bits {
@@ -226,6 +239,39 @@ func (s *objShard) shrink() {
 			s.resize(bits)
 		}
 		s.lowSince = 0
+	}
+}
+
+// tickIdle runs on every GC cycle the finalizer chain of the GC-cycle
+// clock counts, on the finalizer goroutine: if a shard waits to shrink
+// and no pass is running, it starts one on a goroutine of its own, so
+// that the finalizer goroutine never waits for a shard's lock or a copy.
+func (m *objMap) tickIdle() {
+	if m.idle.Load() != 0 && m.idleBusy.CompareAndSwap(false, true) {
+		go m.shrinkIdle()
+	}
+}
+
+// shrinkIdle checks each shard that waits to shrink, as its puts and takes
+// would: it shrinks the shards that stayed little used for two cycles, and
+// forgets those used again.
+func (m *objMap) shrinkIdle() {
+	defer m.idleBusy.Store(false)
+	for idle := m.idle.Load(); idle != 0; idle &= idle - 1 {
+		i := bits.TrailingZeros64(idle)
+		s := &m.shards[i]
+		s.mu.Lock()
+		if s.lowSince != 0 {
+			if 8*s.n >= len(s.slots) {
+				s.lowSince = 0
+			} else {
+				m.shrink(s, i)
+			}
+		}
+		if s.lowSince == 0 {
+			m.idle.And(^uint64(1 << i))
+		}
+		s.mu.Unlock()
 	}
 }
 

@@ -2,7 +2,9 @@ package finalizerwatch
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 )
 
 // The address table against a Go map, through inserts, replacements and
@@ -166,5 +168,76 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 	}
 	if got, want := slots(), objShards<<minShardBits; got != want {
 		t.Fatalf("two cycles after the burst the table has %d slots, want %d", got, want)
+	}
+}
+
+// burstObj is what TestAddressTableShrinksWhenIdle registers on.
+type burstObj struct {
+	p *int
+	_ [2]uint64
+}
+
+// registerBurst sets a finalizer on n objects that are unreachable when it
+// returns.
+//
+//go:noinline
+func registerBurst(w *Watcher, n int) {
+	for range n {
+		w.SetFinalizer(&burstObj{}, func(*burstObj) {})
+	}
+}
+
+// objSlots returns, for each shard of the address table, its entries and
+// slots.
+func objSlots() (n, slots [objShards]int) {
+	for i := range objs.shards {
+		s := &objs.shards[i]
+		s.mu.Lock()
+		n[i], slots[i] = s.n, len(s.slots)
+		s.mu.Unlock()
+	}
+	return n, slots
+}
+
+// TestAddressTableShrinksWhenIdle checks that the address table gives back
+// what a burst of registrations grew it to once the burst's finalizers
+// have run, although no registration comes after it: shards that no put or
+// take visits are shrunk on the GC-cycle clock's ticks. Before, they kept
+// their peak size for good (about 8 MB after this burst).
+func TestAddressTableShrinksWhenIdle(t *testing.T) {
+	w := newWatcher(t)
+	n := burstRegistrations
+	registerBurst(w, n)
+	_, peak := objSlots()
+	total := 0
+	for _, s := range peak {
+		total += s
+	}
+	if total < objShards*(n/objShards) {
+		t.Fatalf("test broken: the burst grew the table to %d slots, want at least %d", total, objShards*(n/objShards))
+	}
+	// Every shard ends at most a quarter full's worth of slots above its
+	// entries (other tests' registrations may still be in it), or at the
+	// minimum size.
+	shrunk := func() (bool, int, int, int) {
+		n, slots := objSlots()
+		for i := range slots {
+			if slots[i] > 1<<minShardBits && slots[i] > 8*n[i] {
+				return false, i, n[i], slots[i]
+			}
+		}
+		return true, 0, 0, 0
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ok, i, ni, si := shrunk()
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shard %d still has %d slots for %d entries after 30 s of GC cycles (peak %d slots in all)", i, si, ni, total)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond) // let the finalizer goroutine and the shrink pass run
 	}
 }

@@ -12,3 +12,6 @@ const randomOps = 100_000
 // TestGrowthScenarios, a tenth of the figure without -race, where it would
 // take minutes.
 const heavyChurn = 10_000
+
+// burstRegistrations is TestAddressTableShrinksWhenIdle's burst.
+const burstRegistrations = 20_000

@@ -141,7 +141,8 @@ func (w *Watcher) SetFullStacks(on bool) { w.full.Store(on) }
 type clockListener struct{ w weak.Pointer[Watcher] }
 
 // Tick runs on the finalizer goroutine (or a cleanup goroutine) once per GC
-// cycle: a weak-pointer load, a load and an add, never a block.
+// cycle: a weak-pointer load, a load and an add, and the address table's
+// check for shards to shrink (an atomic load), never a block.
 func (l clockListener) Tick(k gcclock.Kind) bool {
 	w := l.w.Value()
 	if w == nil || w.closed.Load() {
@@ -150,6 +151,7 @@ func (l clockListener) Tick(k gcclock.Kind) bool {
 	switch k {
 	case gcclock.Finalizer:
 		w.cycles[KindFinalizer].Add(1)
+		objs.tickIdle()
 	case gcclock.Cleanup:
 		w.cycles[KindCleanup].Add(1)
 	}
