@@ -235,7 +235,7 @@ func (b *builder) release() {
 		r  retLocs
 	}{}
 	b.fns, b.lines, b.ids = b.fns[:0], b.lines[:0], b.ids[:0]
-	clear(b.frames[:cap(b.frames)]) // the symbol cache's strings
+	clear(b.frames[:cap(b.frames)]) // copies of the frame cache's strings
 	b.frames = b.frames[:0]
 	b.synth = 0
 	builders.Put(b)

@@ -31,8 +31,9 @@ func captureBoth() (physical, logical []uintptr) {
 	return inlinedCapture(true), inlinedCapture(false) // both inline inlinedCapture here
 }
 
-// TestSymbolsPhysicalAndLogicalStacks checks that the per-PC symbol cache
-// gives the frames runtime.CallersFrames gives for a whole stack, whether
+// TestSymbolsPhysicalAndLogicalStacks checks that symbolizing a stack PC
+// by PC (retFrames, through the process's frame cache) gives the frames
+// runtime.CallersFrames gives for the whole stack, whether
 // the stack holds physical return PCs (stackcapture's frame-pointer walk)
 // or runtime.Callers's logical ones, with inlined frames in either.
 func TestSymbolsPhysicalAndLogicalStacks(t *testing.T) {
