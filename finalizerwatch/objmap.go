@@ -71,8 +71,10 @@ type objSlot struct {
 type finEntry struct {
 	// ref is the registration's *site, or its *stackSample if call has
 	// callSampled set (see sample.go).
-	ref  unsafe.Pointer
-	fin  any // the user's finalizer
+	ref unsafe.Pointer
+	// fn is the user's finalizer as finFunc keeps it: the func value, or
+	// for callReflect a pointer to it in an interface.
+	fn   unsafe.Pointer
 	cyc  uint32
 	call callKind
 }

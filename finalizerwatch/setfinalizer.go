@@ -153,7 +153,7 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 			call |= callSampled
 		}
 	}
-	if old, replaced := objs.put(addr, finEntry{ref: entryRef(s, smp), fin: finalizer, cyc: cyc, call: call}); replaced {
+	if old, replaced := objs.put(addr, finEntry{ref: entryRef(s, smp), fn: finFunc(finalizer, call), cyc: cyc, call: call}); replaced {
 		// A finalizer set through finalizerwatch may still be set on obj
 		// (see SetFinalizer): clear it, or the runtime would end the
 		// program. If it was cleared directly, this does nothing.
@@ -162,6 +162,22 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 		old.cleared()
 	}
 	runtime.SetFinalizer(obj, runFinalizer)
+}
+
+// finFunc returns what a finEntry keeps of finalizer, whose call kind is
+// call: the func value itself (its data word, a pointer to the closure)
+// where the kind says its type (a func(any), or a func(*T) called as a
+// func(unsafe.Pointer)), so that the entry needs no type word; a pointer
+// to a copy of the interface for a finalizer called through reflection,
+// which needs its type. Only that kind allocates, and its runs allocate
+// anyway (reflect.Value.Call).
+func finFunc(finalizer any, call callKind) unsafe.Pointer {
+	if call&^callSampled == callReflect {
+		p := new(any)
+		*p = finalizer
+		return unsafe.Pointer(p)
+	}
+	return dataOf(&finalizer)
 }
 
 // cleared counts the entry's registration as cleared.
@@ -274,15 +290,15 @@ func runFinalizer(obj any) {
 	slot := site.w.begin(site, start)
 	switch e.call &^ callSampled {
 	case callAny:
-		e.fin.(func(any))(obj)
+		f := *(*func(any))(unsafe.Pointer(&e.fn))
+		f(obj)
 	case callPointer:
 		// A func(*T) with no results has the calling convention of a
 		// func(unsafe.Pointer): call it without reflection.
-		fv := dataOf(&e.fin)
-		f := *(*func(unsafe.Pointer))(unsafe.Pointer(&fv))
+		f := *(*func(unsafe.Pointer))(unsafe.Pointer(&e.fn))
 		f(dataOf(&obj))
 	default:
-		reflect.ValueOf(e.fin).Call([]reflect.Value{reflect.ValueOf(obj)})
+		reflect.ValueOf(*(*any)(e.fn)).Call([]reflect.Value{reflect.ValueOf(obj)})
 	}
 	end(slot)
 	site.executed.Add(1)
