@@ -48,8 +48,6 @@ func TestObjMapAgainstModel(t *testing.T) {
 	}
 }
 
-func addrOf(o *obj32) uintptr { x := any(o); return uintptr(dataOf(&x)) }
-
 // TestObjMapProbeLengths checks that placing neighbouring addresses in
 // neighbouring slots (see objHash) keeps probe sequences short for the
 // address patterns programs make: objects allocated one after another, of
