@@ -11,6 +11,8 @@
 // overflow stack that it counts. Symbolization (runtime.CallersFrames)
 // runs when a report asks for it: a stack's site once, then cached; its
 // full frames on each request, so that the table holds no frames.
+// PCFrames symbolizes one return PC and caches its frames for the process,
+// for callers that symbolize many stacks sharing PCs, as profiles do.
 //
 //	var pcs [stackcapture.MaxDepth]uintptr
 //	n := stackcapture.Callers(0, pcs[:])

@@ -37,9 +37,10 @@ var pcFrames = pcFrameCache{m: make(map[uintptr]uint64)}
 // modified.
 //
 // A PC that runtime.Callers returned may stand for its innermost frame
-// only, the calls it is inlined into following it as virtual PCs; the
-// caller tells the two forms apart by the PC that follows it in its stack
-// (see the pprof exporter).
+// only, the calls it is inlined into following it in the stack as virtual
+// PCs. A caller symbolizing such a stack PC by PC keeps only the first
+// frame of the expansion where the next PC of the stack is the second
+// frame's PC plus one: each expanded frame's PC is its virtual PC less one.
 func PCFrames(pc uintptr) []Frame {
 	c := &pcFrames
 	c.mu.Lock()
