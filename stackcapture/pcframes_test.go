@@ -114,3 +114,37 @@ func TestPCFramesConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// captureSiteLine captures its own stack: the stacks of its two callers below
+// differ, and share their site, this function's line.
+//
+//go:noinline
+func captureSiteLine() []uintptr {
+	pcs := make([]uintptr, MaxDepth)
+	return pcs[:Callers(0, pcs)]
+}
+
+//go:noinline
+func captureSiteFromA() []uintptr { return captureSiteLine() }
+
+//go:noinline
+func captureSiteFromB() []uintptr { return captureSiteLine() }
+
+// TestStacksShareTheirSiteFrame checks that stacks into one site keep one
+// frame between them, the frame cache's, not a copy each.
+func TestStacksShareTheirSiteFrame(t *testing.T) {
+	tab, err := NewTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tab.Intern(captureSiteFromA()), tab.Intern(captureSiteFromB())
+	if a == b {
+		t.Fatal("test broken: the two stacks are one")
+	}
+	if a.Site() != b.Site() || a.Site().Function != modulePrefix+"stackcapture.captureSiteLine" {
+		t.Fatalf("sites %v and %v, want captureSiteLine for both", a.Site(), b.Site())
+	}
+	if a.site.Load() != b.site.Load() {
+		t.Error("two stacks into one site keep a frame each; want the one the frame cache holds")
+	}
+}

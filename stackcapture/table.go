@@ -55,14 +55,31 @@ func (s *Stack) Site() Frame {
 	if f := s.site.Load(); f != nil {
 		return *f
 	}
-	f := overflowSite
+	fp := &overflowSite
 	if !s.overflow {
-		f = siteOfPCs(s.pcs)
+		f := siteOfPCs(s.pcs)
+		fp = sharedFrame(s.pcs, f)
 	}
 	// Racing first calls compute the same frame: whichever is stored, the
 	// answer is the same.
-	s.site.CompareAndSwap(nil, &f)
-	return f
+	s.site.CompareAndSwap(nil, fp)
+	return *fp
+}
+
+// sharedFrame returns a pointer to f where PCFrames keeps it among the
+// frames of pcs, so that the many stacks into one site share one frame
+// (48 bytes a stack, 0.5 MB at 10 000 stacks); a pointer to a copy if it
+// is not there.
+func sharedFrame(pcs []uintptr, f Frame) *Frame {
+	for _, pc := range pcs {
+		fs := PCFrames(pc)
+		for i := range fs {
+			if fs[i] == f {
+				return &fs[i]
+			}
+		}
+	}
+	return &f
 }
 
 // Table interns stacks. The zero value is not usable; call NewTable.
