@@ -1,7 +1,7 @@
 package stackcapture
 
 import (
-	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -53,16 +53,9 @@ func PCFrames(pc uintptr) []Frame {
 	if ok {
 		return fs
 	}
-	it := runtime.CallersFrames([]uintptr{pc, 0})
-	for {
-		f, more := it.Next()
-		if f.PC != 0 || f.Function != "" {
-			fs = append(fs, Frame{Function: f.Function, File: f.File, Line: f.Line, PC: f.PC})
-		}
-		if !more {
-			break
-		}
-	}
+	// The 0 after pc makes CallersFrames expand pc; it yields no frame of
+	// its own, or an empty one.
+	fs = slices.DeleteFunc(symbolize([]uintptr{pc, 0}), func(f Frame) bool { return f.PC == 0 && f.Function == "" })
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v, ok := c.m[pc]; ok { // a racing call cached it first
