@@ -165,11 +165,7 @@ func (m *objMap) put(addr uintptr, e finEntry) (old finEntry, replaced bool) {
 		s.resize(max(minShardBits, s.bits+1))
 	}
 	if s.lowSince != 0 { // the shard has been little used: see shrink
-		if 8*(s.n+1) >= len(s.slots) {
-			s.lowSince = 0
-		} else {
-			m.shrink(s, shardIndex(h))
-		}
+		m.recheckLow(s, shardIndex(h), s.n+1)
 	}
 	mask := len(s.slots) - 1
 	i := s.home(addr, h)
@@ -244,6 +240,17 @@ func (m *objMap) shrink(s *objShard, i int) {
 	}
 }
 
+// recheckLow looks again at shard i, which has been little used since
+// lowSince, now that it will hold n entries: used again, it waits no more;
+// still little used, it shrinks once two cycles have passed. Under s.mu.
+func (m *objMap) recheckLow(s *objShard, i, n int) {
+	if 8*n >= len(s.slots) {
+		s.lowSince = 0
+	} else {
+		m.shrink(s, i)
+	}
+}
+
 // tickIdle runs on every GC cycle the finalizer chain of the GC-cycle
 // clock counts, on the finalizer goroutine: if a shard waits to shrink
 // and no pass is running, it starts one on a goroutine of its own, so
@@ -254,8 +261,8 @@ func (m *objMap) tickIdle() {
 	}
 }
 
-// shrinkIdle checks each shard that waits to shrink, as its puts and takes
-// would: it shrinks the shards that stayed little used for two cycles, and
+// shrinkIdle checks each shard that waits to shrink, as its puts do
+// (recheckLow): it shrinks the shards that stayed little used for two cycles, and
 // forgets those used again.
 func (m *objMap) shrinkIdle() {
 	defer m.idleBusy.Store(false)
@@ -264,11 +271,7 @@ func (m *objMap) shrinkIdle() {
 		s := &m.shards[i]
 		s.mu.Lock()
 		if s.lowSince != 0 {
-			if 8*s.n >= len(s.slots) {
-				s.lowSince = 0
-			} else {
-				m.shrink(s, i)
-			}
+			m.recheckLow(s, i, s.n)
 		}
 		if s.lowSince == 0 {
 			m.idle.And(^uint64(1 << i))
