@@ -170,7 +170,7 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 	cyc, n := w.account(s)
 	r.h.cyc = cyc
 	var smp *stackSample
-	if n >= s.nextSample.Load() && w.sampleDue(s, n) {
+	if w.sampleNow(s, n) {
 		if smp = w.sample(s, 2); smp != nil {
 			r.h.state.Store(cleanupPending | cleanupSampled)
 		}

@@ -42,13 +42,15 @@ type sampleKey struct {
 	stack *stackcapture.Stack
 }
 
-// sampleDue reports whether the registration that made s's registered
-// count n captures its full stack. It is the slow path of
-//
-//	n >= s.nextSample.Load()
-//
-// which the caller checks first: one registration in rate comes here, and
-// each site's first.
+// sampleNow reports whether the registration that made s's registered
+// count n captures its full stack: one load and a compare, inlined into the
+// registration paths; one registration in rate, and each site's first,
+// goes on to sampleDue.
+func (w *Watcher) sampleNow(s *site, n uint64) bool {
+	return n >= s.nextSample.Load() && w.sampleDue(s, n)
+}
+
+// sampleDue is sampleNow's slow path.
 func (w *Watcher) sampleDue(s *site, n uint64) bool {
 	for {
 		at := s.nextSample.Load()

@@ -148,7 +148,7 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 	s := w.siteFor(KindFinalizer, pc, 3)
 	cyc, n := w.account(s)
 	var smp *stackSample
-	if n >= s.nextSample.Load() && w.sampleDue(s, n) {
+	if w.sampleNow(s, n) {
 		if smp = w.sample(s, 3); smp != nil {
 			call |= callSampled
 		}
