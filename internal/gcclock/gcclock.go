@@ -198,9 +198,9 @@ func armCleanup(gen uint64) {
 // It arms the next sentinel before it tells the listeners, so that a GC
 // cycle started by anyone who has seen tick n ticks n+1: a sentinel
 // allocated while a cycle marks is allocated black and survives it
-// (runtime/mgcmark.go, gcmarknewobject), so
-// arming after the listeners would let a cycle started in between pass
-// uncounted (a test that runs one runtime.GC per tick waited for ever).
+// (runtime/mgcmark.go, gcmarknewobject), so arming after the listeners
+// would let a cycle started in between pass uncounted (a test that runs
+// one runtime.GC per tick waited for ever).
 func finalizerTick(s *sentinel) {
 	clock.runs[Finalizer].Add(1)
 	if s.gen != clock.gen.Load() {
