@@ -83,7 +83,7 @@ if want micro; then
   # of thousands of objects) and the runtime's leftover specials, and came
   # out two to six times slower than alone, the raw side too.
   for ((r = 0; r < COUNT; r++)); do
-    run_bench "$OUT/micro.txt" -test.bench='^Benchmark(FinalizerRun|CleanupRun|SamplerRound|Gather|Profile)$' \
+    run_bench "$OUT/micro.txt" -test.bench='^Benchmark(FinalizerRun|CleanupRun|SamplerRound|Gather|Collect|Profile)$' \
       -test.benchmem -test.count=1 -test.benchtime="$MICRO_BENCHTIME"
   done
 fi
@@ -151,7 +151,7 @@ if [ -n "$benchstat" ]; then
     "$benchstat" -col /site -filter '.name:Overflow' "$OUT/micro.txt"
     echo
     echo "### benchstat: readers"
-    "$benchstat" -filter '.name:(SamplerRound OR Gather OR Profile)' "$OUT/micro.txt"
+    "$benchstat" -filter '.name:(SamplerRound OR Gather OR Collect OR Profile)' "$OUT/micro.txt"
     echo
   fi
   if [ -s "$OUT/operator.txt" ]; then
