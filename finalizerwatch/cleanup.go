@@ -32,7 +32,7 @@ func (c Cleanup) Stop() {
 	}
 	f := c.h.state.Load() & cleanupSampled
 	if c.h.state.CompareAndSwap(cleanupPending|f, cleanupStopped|f) {
-		countCleared(refSite(c.h.ref, f != 0), refSample(c.h.ref, f != 0), c.h.cyc)
+		countCleared(KindCleanup, refSite(c.h.ref, f != 0), refSample(c.h.ref, f != 0), c.h.cyc)
 	}
 }
 
@@ -79,7 +79,7 @@ func (r *cleanupRec[S]) run() {
 	f := r.h.state.Load() & cleanupSampled // set before the runtime had r
 	s, smp := refSite(r.h.ref, f != 0), refSample(r.h.ref, f != 0)
 	start := monoNow()
-	slot := s.w.begin(s, start)
+	slot := s.w.begin(KindCleanup, s, start)
 	r.fn(r.arg)
 	var d time.Duration
 	timed := timed(start)
@@ -90,7 +90,7 @@ func (r *cleanupRec[S]) run() {
 	switch {
 	case r.h.state.CompareAndSwap(cleanupPending|f, cleanupRan|f):
 		s.executed.Add(1)
-		s.done(r.h.cyc)
+		s.done(KindCleanup, r.h.cyc)
 	case r.h.state.CompareAndSwap(cleanupStopped|f, cleanupRan|f):
 		// Stop came after the runtime had queued the cleanup: it did not
 		// stop it. Stop already took it off the outstanding ages.

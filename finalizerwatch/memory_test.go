@@ -96,6 +96,50 @@ func TestSiteNodeSize(t *testing.T) {
 	}
 }
 
+// TestSiteLayout pins the site's fields to the cache lines of its table
+// node that the comment on site assigns them (a node is a 256-byte block,
+// so its lines start at its offsets 0, 64, 128 and 192): the callbacks'
+// side must not touch the line the registrations write, which also holds
+// the node's hash and key (internal/bounded's node: hash, key, value).
+func TestSiteLayout(t *testing.T) {
+	var s site
+	base := unsafe.Sizeof(uint64(0)) + unsafe.Sizeof(siteKey{}) // the site's offset in its node
+	lines := []struct {
+		name   string
+		fields map[string][2]uintptr // offset in the site, size
+	}{
+		{"registrations'", map[string][2]uintptr{
+			"registered": {unsafe.Offsetof(s.registered), unsafe.Sizeof(s.registered)},
+			"nextSample": {unsafe.Offsetof(s.nextSample), unsafe.Sizeof(s.nextSample)},
+			"stack":      {unsafe.Offsetof(s.stack), unsafe.Sizeof(s.stack)},
+			"checked":    {unsafe.Offsetof(s.checked), unsafe.Sizeof(s.checked)},
+			"kind":       {unsafe.Offsetof(s.kind), unsafe.Sizeof(s.kind)},
+			"indirect":   {unsafe.Offsetof(s.indirect), unsafe.Sizeof(s.indirect)},
+		}},
+		{"callbacks'", map[string][2]uintptr{
+			"w":        {unsafe.Offsetof(s.w), unsafe.Sizeof(s.w)},
+			"runID":    {unsafe.Offsetof(s.runID), unsafe.Sizeof(s.runID)},
+			"dur":      {unsafe.Offsetof(s.dur), unsafe.Sizeof(s.dur)},
+			"executed": {unsafe.Offsetof(s.executed), unsafe.Sizeof(s.executed)},
+			"cleared":  {unsafe.Offsetof(s.cleared), unsafe.Sizeof(s.cleared)},
+		}},
+		{"age slots'", map[string][2]uintptr{
+			"ages.slot": {unsafe.Offsetof(s.ages) + unsafe.Offsetof(s.ages.slot), unsafe.Sizeof(s.ages.slot)},
+		}},
+	}
+	for i, l := range lines {
+		lo, hi := uintptr(64*i), uintptr(64*(i+1))
+		for name, f := range l.fields {
+			if off := base + f[0]; off < lo || off+f[1] > hi {
+				t.Errorf("site.%s at node bytes %d to %d, want it in the %s line, bytes %d to %d", name, off, off+f[1], l.name, lo, hi)
+			}
+		}
+	}
+	if n := base + unsafe.Offsetof(s.ages) + unsafe.Offsetof(s.ages.slot); n != 128 {
+		t.Errorf("the age slots start at node byte %d, want 128: a line of their own", n)
+	}
+}
+
 // TestGroupSize pins the ranking's group, one per site, to 64 bytes: in
 // another field order it had 13 bytes of padding and took 72.
 func TestGroupSize(t *testing.T) {

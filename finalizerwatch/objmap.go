@@ -112,11 +112,11 @@ func refSample(ref unsafe.Pointer, sampled bool) *stackSample {
 	return nil
 }
 
-// countCleared counts a registration made in cycle cyc at s (and under
-// smp, if sampled) as cleared.
-func countCleared(s *site, smp *stackSample, cyc uint32) {
+// countCleared counts a registration of kind k made in cycle cyc at s
+// (and under smp, if sampled) as cleared.
+func countCleared(k Kind, s *site, smp *stackSample, cyc uint32) {
 	s.cleared.Add(1)
-	s.done(cyc)
+	s.done(k, cyc)
 	if smp != nil {
 		smp.cleared.Add(1)
 	}

@@ -123,19 +123,20 @@ func (r *runSlots) site(id uint32) *site {
 	return nil
 }
 
-// begin records that a callback at s started at start (monoNow). It
-// returns the slot end releases, or nil if none was free.
-func (w *Watcher) begin(s *site, start int64) *atomic.Uint64 {
+// begin records that a callback of kind k (s.kind, which the callback
+// knows: see site) at s started at start (monoNow). It returns the slot
+// end releases, or nil if none was free.
+func (w *Watcher) begin(k Kind, s *site, start int64) *atomic.Uint64 {
 	id := w.runID(s)
 	if id == 0 {
 		return nil
 	}
 	word := uint64(start/int64(time.Millisecond)+1)<<runIDBits | uint64(id)
 	n := cleanupSlots
-	if s.kind == KindFinalizer {
+	if k == KindFinalizer {
 		n = finalizerSlots
 	}
-	slots := &w.running.slots[s.kind]
+	slots := &w.running.slots[k]
 	for i := range n {
 		if slots[i].w.CompareAndSwap(0, word) {
 			return &slots[i].w

@@ -100,15 +100,15 @@ func TestRunningSlots(t *testing.T) {
 	var slots []*atomic.Uint64
 	// a's first cleanup and the finalizer started at clockBase, the rest
 	// now: a is listed once, with its earliest start.
-	slots = append(slots, w.begin(a, 0), w.begin(b, now))
+	slots = append(slots, w.begin(KindCleanup, a, 0), w.begin(KindCleanup, b, now))
 	for range cleanupSlots - 2 {
-		slots = append(slots, w.begin(a, now))
+		slots = append(slots, w.begin(KindCleanup, a, now))
 	}
-	if s := w.begin(b, now); s != nil {
+	if s := w.begin(KindCleanup, b, now); s != nil {
 		t.Fatal("a 17th concurrent cleanup was given a slot")
 	}
-	fs := w.begin(f, 0)
-	if s := w.begin(f, now); s != nil {
+	fs := w.begin(KindFinalizer, f, 0)
+	if s := w.begin(KindFinalizer, f, now); s != nil {
 		t.Fatal("a second concurrent finalizer was given a slot")
 	}
 	r := w.Running()

@@ -181,7 +181,7 @@ func finFunc(finalizer any, call callKind) unsafe.Pointer {
 }
 
 // cleared counts the entry's registration as cleared.
-func (e *finEntry) cleared() { countCleared(e.site(), e.sample(), e.cyc) }
+func (e *finEntry) cleared() { countCleared(KindFinalizer, e.site(), e.sample(), e.cyc) }
 
 // verifyFinalizer panics if finalizer is a closure that holds a pointer
 // into obj's allocation: obj can then never be collected, and its finalizer
@@ -287,7 +287,7 @@ func runFinalizer(obj any) {
 	}
 	start := monoNow()
 	site := e.site()
-	slot := site.w.begin(site, start)
+	slot := site.w.begin(KindFinalizer, site, start)
 	switch e.call &^ callSampled {
 	case callAny:
 		f := *(*func(any))(unsafe.Pointer(&e.fn))
@@ -302,7 +302,7 @@ func runFinalizer(obj any) {
 	}
 	end(slot)
 	site.executed.Add(1)
-	site.done(e.cyc)
+	site.done(KindFinalizer, e.cyc)
 	if timed(start) {
 		site.dur.observe(time.Duration(monoNow() - start))
 	}

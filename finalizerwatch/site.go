@@ -50,17 +50,22 @@ type siteKey struct {
 // key. What not every entry needs is allocated on first use: the run-time
 // histogram on the entry's first run, the symbolized site on its first
 // read.
+//
+// The fields are laid out by who writes them, in the node's four cache
+// lines (TestSiteLayout), because registrations and callbacks of one site
+// run on different cores at once (the finalizer goroutine; a program that
+// keeps making and dropping objects): a line that one side writes and the
+// other reads moves between the cores on nearly every operation. The first
+// line, with the table's hash and key, is the registrations' alone; the
+// second is the callbacks' (their counters) and otherwise read-only; the
+// age slots, written by both, fill the third; the fourth is read-mostly.
+// So the callbacks' side must not read the first line: it is given its
+// kind rather than reading s.kind (see done).
 type site struct {
-	w     *Watcher
-	pc    uintptr
-	stack *stackcapture.Stack // the key (full stacks) or the first registration's stack
-
-	registered     atomic.Uint64
-	nextSample     atomic.Uint64 // registered count of the next sampled registration (sample.go); 0: to draw
-	executed       atomic.Uint64
-	cleared        atomic.Uint64
-	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
-
+	// The registrations' line (with the node's hash and key).
+	registered atomic.Uint64
+	nextSample atomic.Uint64       // registered count of the next sampled registration (sample.go); 0: to draw
+	stack      *stackcapture.Stack // the key (full stacks) or the first registration's stack
 	// checked is set once a registration here passed the runtime's own
 	// checks of AddCleanup's arguments (see verifyCleanup).
 	checked atomic.Bool
@@ -70,29 +75,32 @@ type site struct {
 	// come through it look further up the stack for their site.
 	indirect bool
 
-	ages ageRing
-	dur  lazyHist
-
+	// The callbacks' line: set once, or counted by callbacks and clears.
+	w  *Watcher
+	pc uintptr
 	// frame caches the symbolized site of a site entry (pc != 0) and of
 	// the overflow entries; a stack entry's is its stack's, cached there.
 	frame atomic.Pointer[stackcapture.Frame]
-
+	dur   lazyHist
 	// Read side, under the watcher's rankMu: the next entry of the entry's
 	// site group, and that group (index+1 in the ranking's groups, 0
 	// before its first ranking).
-	next *site
-	grp  int32
+	next     *site
+	grp      int32
+	runID    atomic.Uint32 // id in the watcher's running-callback registry (running.go), 0 until its first run
+	executed atomic.Uint64
+	cleared  atomic.Uint64
 
-	runID atomic.Uint32 // id in the watcher's running-callback registry (running.go), 0 until its first run
-
-	// The fields are in an order that leaves no padding: the ledger's
-	// table nodes are 256 bytes with it (TestSiteNodeSize).
+	// The age slots' line, then the ring's read-mostly rest.
+	ages           ageRing
+	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
 }
 
-// done uncounts an outstanding registration made in cycle cyc, now that it
-// ran or was cleared.
-func (s *site) done(cyc uint32) {
-	s.ages.remove(cyc, s.w.cycles[s.kind].Load())
+// done uncounts an outstanding registration of kind k made in cycle cyc,
+// now that it ran or was cleared. k is s.kind, which the callbacks' side
+// knows without reading the registrations' cache line (see site).
+func (s *site) done(k Kind, cyc uint32) {
+	s.ages.remove(cyc, s.w.cycles[k].Load())
 }
 
 // overflowFrame is the site of the overflow entries.
@@ -142,12 +150,12 @@ const AgeBuckets = ringSize + 1
 // first registration in a cycle also observes the entry for the growth
 // model, under the same lock.
 type ageRing struct {
+	slot [ringSize]atomic.Int32 // first: a cache line of its own in a site (see site)
 	mu   sync.Mutex
 	base atomic.Uint32 // oldest cycle that still has its own slot
 	seen atomic.Uint32 // latest cycle a registration folded and observed the ring in
-	slot [ringSize]atomic.Int32
-	old  atomic.Int64 // outstanding registered before base
-	g    growth       // the growth model's state (growth.go), under mu
+	old  atomic.Int64  // outstanding registered before base
+	g    growth        // the growth model's state (growth.go), under mu
 }
 
 func (r *ageRing) add(cyc uint32) {
