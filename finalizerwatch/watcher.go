@@ -284,5 +284,5 @@ func (w *Watcher) unaccount(s *site, smp *stackSample, cyc uint32) {
 		smp.registered.Add(^uint64(0))
 	}
 	s.registered.Add(^uint64(0))
-	s.ages.remove(cyc, w.cycles[s.kind].Load())
+	s.done(s.kind, cyc)
 }
