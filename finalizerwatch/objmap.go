@@ -246,6 +246,7 @@ func (m *objMap) shrink(s *objShard, i int) {
 func (m *objMap) recheckLow(s *objShard, i, n int) {
 	if 8*n >= len(s.slots) {
 		s.lowSince = 0
+		m.idle.And(^uint64(1 << i)) // or the next tick starts a pass for nothing
 	} else {
 		m.shrink(s, i)
 	}
@@ -254,7 +255,9 @@ func (m *objMap) recheckLow(s *objShard, i, n int) {
 // tickIdle runs on every GC cycle the finalizer chain of the GC-cycle
 // clock counts, on the finalizer goroutine: if a shard waits to shrink
 // and no pass is running, it starts one on a goroutine of its own, so
-// that the finalizer goroutine never waits for a shard's lock or a copy.
+// that the tick never waits for a shard's lock or a copy. (A finalizer's
+// run may still wait for the lock of a shard the pass is shrinking, as it
+// would for a registration's: one copy of a shard under an eighth full.)
 func (m *objMap) tickIdle() {
 	if m.idle.Load() != 0 && m.idleBusy.CompareAndSwap(false, true) {
 		go m.shrinkIdle()

@@ -169,6 +169,30 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 	}
 }
 
+// TestObjMapRefilledShardIsNotIdle checks that a shard marked as waiting
+// to shrink, and filled again before it did, is no longer marked: the
+// GC-cycle clock's tick would otherwise start a shrink pass for nothing.
+func TestObjMapRefilledShardIsNotIdle(t *testing.T) {
+	var m objMap
+	const n = 20_000
+	addr := func(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }
+	for i := range n {
+		m.put(addr(i), finEntry{})
+	}
+	for i := range n {
+		m.take(addr(i))
+	}
+	if m.idle.Load() == 0 {
+		t.Fatal("test broken: no shard waits to shrink after the table was drained")
+	}
+	for i := range n {
+		m.put(addr(i), finEntry{})
+	}
+	if idle := m.idle.Load(); idle != 0 {
+		t.Errorf("shards %b still wait to shrink once filled again", idle)
+	}
+}
+
 // burstObj is what TestAddressTableShrinksWhenIdle registers on.
 type burstObj struct {
 	p *int
