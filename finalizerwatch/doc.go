@@ -42,7 +42,8 @@
 // record that the runtime passes to the cleanup. Running a finalizer or
 // cleanup through the watcher adds a table deletion (finalizers only), a
 // clock read (two for the one run in DurationSampleRate that is timed) and
-// a few atomic operations. The watcher starts no goroutine.
+// a few atomic operations. The watcher keeps no goroutine of its own (see
+// Watcher).
 //
 // Every table is bounded: sites (WithMaxSites), stacks (WithMaxStacks),
 // and the address table, which holds one entry per object whose finalizer

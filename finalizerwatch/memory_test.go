@@ -150,7 +150,7 @@ func TestGroupSize(t *testing.T) {
 
 // TestObjSlotSize pins an address table slot to 32 bytes: two to a cache
 // line, none split across two. With the finalizer kept as an interface it
-// was 40 bytes, and three slots in eight straddled two lines.
+// was 40 bytes, and four slots in eight straddled two lines.
 func TestObjSlotSize(t *testing.T) {
 	if n := unsafe.Sizeof(objSlot{}); n != 32 {
 		t.Errorf("an address table slot is %d bytes, want 32", n)

@@ -128,7 +128,7 @@ type group struct {
 	class                                    Class
 	pass                                     uint32
 	growth, suspect, outstanding, registered uint64
-	// In this order the fields leave no padding: 64 bytes.
+	// 59 bytes of fields, in this order 64 with padding (TestGroupSize).
 }
 
 // groupChunkLen is how many groups a chunk of a groupStore holds.

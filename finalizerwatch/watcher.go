@@ -15,10 +15,13 @@ import (
 // it. Its zero value is not usable; call New, or use Default through the
 // package-level functions.
 //
-// A Watcher starts no goroutine. It learns of GC cycles from the process's
-// one GC-cycle clock (internal/gcclock: a sentinel object with a finalizer
+// A Watcher keeps no goroutine of its own. It learns of GC cycles from the
+// process's one GC-cycle clock (internal/gcclock: a sentinel object with a finalizer
 // and one with a cleanup, re-arming themselves each time they run), shared
-// with memstats; Close stops the watcher's count of them.
+// with memstats; Close stops the watcher's count of them. The one
+// goroutine finalizerwatch starts is short-lived: when the address table
+// has shards to shrink after a burst, a GC cycle starts a pass over them
+// off the finalizer goroutine, which ends when it has looked at each.
 type Watcher struct {
 	cfg config
 

@@ -13,8 +13,12 @@ const pcFramesLimit = 1 << 16
 
 // frameChunkLen is how many frames a chunk of the cache's store holds.
 // Chunks are never moved or freed, so a slice or a pointer into one stays
-// valid: a site can keep a pointer to its frame instead of a copy.
+// valid: a site can keep a pointer to its frame instead of a copy. No
+// entry is longer than a chunk, so a count fits the map word's 16 bits
+// (the array below does not compile otherwise).
 const frameChunkLen = 256
+
+var _ [1<<16 - 1 - frameChunkLen]struct{}
 
 // pcFrameCache maps a return PC to its frames, kept in chunks: an entry is
 // a map word (where its frames start in the store, and how many) and the
@@ -61,7 +65,7 @@ func PCFrames(pc uintptr) []Frame {
 	if v, ok := c.m[pc]; ok { // a racing call cached it first
 		return c.slice(v)
 	}
-	if len(c.m) >= pcFramesLimit || len(fs) > frameChunkLen || len(fs) >= 1<<16 {
+	if len(c.m) >= pcFramesLimit || len(fs) > frameChunkLen {
 		return fs
 	}
 	if len(c.chunks) == 0 || c.used+len(fs) > frameChunkLen {
