@@ -16,14 +16,18 @@ import (
 //
 // What allocates:
 //   - SetFinalizer set+clear on a live object at a known site: nothing,
-//     as runtime.SetFinalizer (its special record is not a heap object).
+//     as runtime.SetFinalizer (its special record is not a heap object);
+//     one, the interface the table keeps, where the finalizer is called
+//     through reflection (one with results, such as a Close method's
+//     value; see finFunc), whose runs allocate anyway.
 //   - AddCleanup: the runtime's two (runtime.AddCleanup moves its arg to
 //     the heap and allocates the closure that calls cleanup(arg)), plus
 //     the watcher's cleanupRec, the argument the runtime holds, whatever
 //     the type of the user's arg.
 const (
-	pinSetClear       = 0
-	pinAddCleanupStop = 3
+	pinSetClear        = 0
+	pinSetClearReflect = 1
+	pinAddCleanupStop  = 3
 	// pinAddCleanupOverRaw is what AddCleanup makes beyond
 	// runtime.AddCleanup: the cleanupRec.
 	pinAddCleanupOverRaw = 1
@@ -38,8 +42,10 @@ type allocObj struct {
 }
 
 func allocFinalizer(*allocObj) {}
-func allocCleanupInt(int)      {}
-func allocCleanupPtr(*int)     {}
+
+func allocFinalizerResult(*allocObj) error { return nil }
+func allocCleanupInt(int)                  {}
+func allocCleanupPtr(*int)                 {}
 
 func TestAllocPins(t *testing.T) {
 	o := &allocObj{}
@@ -66,6 +72,10 @@ func TestAllocPins(t *testing.T) {
 				w.SetFinalizer(o, allocFinalizer)
 				w.SetFinalizer(o, nil)
 			}, pinSetClear},
+			{"SetFinalizer set+clear, a finalizer with a result", func() {
+				w.SetFinalizer(o, allocFinalizerResult)
+				w.SetFinalizer(o, nil)
+			}, pinSetClearReflect},
 			{"AddCleanup+Stop, int arg", func() {
 				AddCleanupTo(w, o, allocCleanupInt, 0).Stop()
 			}, pinAddCleanupStop},
