@@ -99,15 +99,30 @@ func TestObjMapProbeLengths(t *testing.T) {
 	}
 }
 
+// seqAddr is the address of the i-th of a run of 48-byte objects allocated
+// one after another, as the objMap tests lay them out.
+func seqAddr(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }
+
+// putSeq puts entries for the first n objects of the run into m; takeSeq
+// takes them out again.
+func putSeq(m *objMap, n int) {
+	for i := range n {
+		m.put(seqAddr(i), finEntry{})
+	}
+}
+
+func takeSeq(m *objMap, n int) {
+	for i := range n {
+		m.take(seqAddr(i))
+	}
+}
+
 // TestObjMapNeighboursShareCacheLines checks the point of objHash's layout:
 // objects allocated one after another have their entries side by side.
 func TestObjMapNeighboursShareCacheLines(t *testing.T) {
 	var m objMap
 	const n = 100_000
-	addr := func(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }
-	for i := range n {
-		m.put(addr(i), finEntry{})
-	}
+	putSeq(&m, n)
 	slotOf := func(a uintptr) (*objShard, int) {
 		h := objHash(a)
 		s := m.shard(h)
@@ -119,8 +134,8 @@ func TestObjMapNeighboursShareCacheLines(t *testing.T) {
 	}
 	near := 0
 	for i := range n - 1 {
-		s1, j1 := slotOf(addr(i))
-		s2, j2 := slotOf(addr(i + 1))
+		s1, j1 := slotOf(seqAddr(i))
+		s2, j2 := slotOf(seqAddr(i + 1))
 		if s1 == s2 && j2-j1 >= 0 && j2-j1 <= 8 {
 			near++
 		}
@@ -137,7 +152,6 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 	w := newWatcher(t) // runs the GC-cycle clock
 	var m objMap
 	const n = 20_000
-	addr := func(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }
 	slots := func() (total int) {
 		for i := range m.shards {
 			total += len(m.shards[i].slots)
@@ -145,13 +159,9 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 		return total
 	}
 	for round := range 3 {
-		for i := range n {
-			m.put(addr(i), finEntry{})
-		}
+		putSeq(&m, n)
 		peak := slots()
-		for i := range n {
-			m.take(addr(i))
-		}
+		takeSeq(&m, n)
 		if got := slots(); got != peak {
 			t.Fatalf("round %d: drained table shrank from %d to %d slots within the cycle", round, peak, got)
 		}
@@ -159,7 +169,7 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 	}
 	awaitCycles(t, w, 2)
 	touched := map[*objShard]bool{}
-	for a := addr(0); len(touched) < objShards; a += 1 << chunkShift { // touch every shard
+	for a := seqAddr(0); len(touched) < objShards; a += 1 << chunkShift { // touch every shard
 		touched[m.shard(objHash(a))] = true
 		m.put(a, finEntry{})
 		m.take(a)
@@ -175,19 +185,12 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 func TestObjMapRefilledShardIsNotIdle(t *testing.T) {
 	var m objMap
 	const n = 20_000
-	addr := func(i int) uintptr { return 0xc000000000 + 48*uintptr(i) }
-	for i := range n {
-		m.put(addr(i), finEntry{})
-	}
-	for i := range n {
-		m.take(addr(i))
-	}
+	putSeq(&m, n)
+	takeSeq(&m, n)
 	if m.idle.Load() == 0 {
 		t.Fatal("test broken: no shard waits to shrink after the table was drained")
 	}
-	for i := range n {
-		m.put(addr(i), finEntry{})
-	}
+	putSeq(&m, n)
 	if idle := m.idle.Load(); idle != 0 {
 		t.Errorf("shards %b still wait to shrink once filled again", idle)
 	}
