@@ -37,8 +37,9 @@ import (
 // probe sequence both detects a duplicate and finds the free slot.
 type objMap struct {
 	shards [objShards]objShard
-	// idle has bit i set while shard i waits to shrink (its lowSince is
-	// set); idleBusy is set while a shrinkIdle pass runs. See tickIdle.
+	// idle has bit i set while shard i waits to shrink: exactly while its
+	// lowSince is set (shrink sets both, notLow clears both). idleBusy is
+	// set while a shrinkIdle pass runs. See tickIdle.
 	idle     atomic.Uint64
 	idleBusy atomic.Bool
 }
@@ -236,8 +237,14 @@ func (m *objMap) shrink(s *objShard, i int) {
 		if bits < s.bits {
 			s.resize(bits)
 		}
-		s.lowSince = 0
+		m.notLow(s, i)
 	}
+}
+
+// notLow records that shard i (s) no longer waits to shrink. Under s.mu.
+func (m *objMap) notLow(s *objShard, i int) {
+	s.lowSince = 0
+	m.idle.And(^uint64(1 << i)) // or the next tick starts a pass for nothing
 }
 
 // recheckLow looks again at shard i, which has been little used since
@@ -245,8 +252,7 @@ func (m *objMap) shrink(s *objShard, i int) {
 // still little used, it shrinks once two cycles have passed. Under s.mu.
 func (m *objMap) recheckLow(s *objShard, i, n int) {
 	if 8*n >= len(s.slots) {
-		s.lowSince = 0
-		m.idle.And(^uint64(1 << i)) // or the next tick starts a pass for nothing
+		m.notLow(s, i)
 	} else {
 		m.shrink(s, i)
 	}
@@ -275,9 +281,6 @@ func (m *objMap) shrinkIdle() {
 		s.mu.Lock()
 		if s.lowSince != 0 {
 			m.recheckLow(s, i, s.n)
-		}
-		if s.lowSince == 0 {
-			m.idle.And(^uint64(1 << i))
 		}
 		s.mu.Unlock()
 	}

@@ -177,6 +177,9 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 	if got, want := slots(), objShards<<minShardBits; got != want {
 		t.Fatalf("two cycles after the burst the table has %d slots, want %d", got, want)
 	}
+	if idle := m.idle.Load(); idle != 0 {
+		t.Errorf("shards %b still wait to shrink once shrunk", idle)
+	}
 }
 
 // TestObjMapRefilledShardIsNotIdle checks that a shard marked as waiting
