@@ -101,16 +101,19 @@ func TestAllocPins(t *testing.T) {
 
 // runAllocSlack is how many allocations per object the watched run path
 // may make beyond the runtime's. The run itself allocates nothing per
-// object, and the address table keeps its size from one batch to the next
-// (it shrinks only after two GC cycles of little use): measured at go1.26
-// the watcher adds about 0.007 per object (a sampled stack now and then,
-// the GC-cycle sentinels). The count is not exact (the GC cycle allocates
-// beside it), so the pin is a bound a little above that; a table that
-// shrank and grew with every batch made 0.06, one allocation per run
-// would be 1.
+// object: measured at go1.26 the watcher adds about 0.007 per object (a
+// sampled stack now and then, the GC-cycle sentinels). The count is not
+// exact (the GC cycle allocates beside it), and the address table may
+// shrink while a batch runs: a shard that the batch's takes left under an
+// eighth full for two GC cycles is resized once, as it should be
+// (TestObjMapShrinksAfterTheBurst), about one allocation for each of the
+// 64 shards, 0.03 per object, which the slow finalizer runs of a
+// race-detector build let happen in a run of the test now and then
+// (measured: 0.026 beyond the runtime's). So the pin is a bound above
+// both; one allocation per run would be 1.
 const (
 	runAllocBatch = 2000
-	runAllocSlack = 0.02
+	runAllocSlack = 0.05
 )
 
 // runCount counts the runs of countingFinalizer and signals done when
