@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -253,4 +254,54 @@ func TestFaults(t *testing.T) {
 		wg.Wait()
 		client.CloseIdleConnections()
 	})
+}
+
+// A zero-value Probe (not made by New or Start) has nothing to run: each
+// method answers with an error naming itself, and none panics into the
+// host (issue 26, item 13).
+func TestZeroValueProbeIsAnErrorNotAPanic(t *testing.T) {
+	logs := &countingHandler{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(logs))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	for _, tt := range []struct {
+		name string
+		give *probe.Probe
+	}{
+		{name: "zero", give: &probe.Probe{}},
+		{name: "nil", give: nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := tt.give
+			wantErr := func(fn string, err error) {
+				t.Helper()
+				if err == nil || !strings.Contains(err.Error(), "(*Probe)."+fn) || !strings.Contains(err.Error(), "zero-value") {
+					t.Errorf("%s: got error %v, want one naming (*Probe).%s and the zero value", fn, err, fn)
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			wantErr("Start", p.Start(ctx))
+			wantErr("Stop", p.Stop())
+			for fn, h := range map[string]http.Handler{"ProfileHandler": p.ProfileHandler(), "Handler": p.Handler()} {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+				if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "(*Probe)."+fn) {
+					t.Errorf("%s on a %s Probe answered %d %q, want 500 naming (*Probe).%s", fn, tt.name, rec.Code, rec.Body.String(), fn)
+				}
+			}
+			before := logs.n.Load()
+			if r := p.Report(); len(r.Top) != 0 || r.Time.IsZero() {
+				t.Errorf("Report on a %s Probe = %+v, want an empty report", tt.name, r)
+			}
+			if logs.n.Load() != before+1 || !strings.Contains(logs.last.Load().(string), "(*Probe).Report") {
+				t.Errorf("Report on a %s Probe logged %d records, last %q; want one naming (*Probe).Report", tt.name, logs.n.Load()-before, logs.last.Load())
+			}
+			p.ReportNow(ctx)
+			if !strings.Contains(logs.last.Load().(string), "(*Probe).ReportNow") {
+				t.Errorf("ReportNow on a %s Probe logged %q, want a record naming (*Probe).ReportNow", tt.name, logs.last.Load())
+			}
+		})
+	}
 }

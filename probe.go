@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -46,6 +47,11 @@ var (
 // a new probe instead. Stop is idempotent, works in any state, and returns
 // once everything the probe started has ended: its goroutines, and the
 // requests its handlers were serving.
+//
+// A Probe must be made by New or Start. A nil or zero-value Probe{} has
+// nothing to run: its Start and Stop return an error naming the method,
+// its handlers answer 500 with that error, and Report and ReportNow log it
+// through slog's default logger; none of them panics.
 type Probe struct {
 	cfg       config
 	watcher   *finalizerwatch.Watcher
@@ -128,9 +134,13 @@ func Start(opts ...Option) (*Probe, error) {
 // cannot start: its collector is already registered (ErrAlreadyRegistered),
 // its listener cannot bind, it runs already (ErrRunning) or it was stopped
 // (ErrStopped); the probe is stopped after any of these but ErrRunning.
+// On a nil or zero-value Probe (not made by New) it returns an error.
 // With this signature a *Probe is a controller-runtime manager.Runnable:
 // mgr.Add(p).
 func (p *Probe) Start(ctx context.Context) error {
+	if err := p.made("Start"); err != nil {
+		return err
+	}
 	return p.life.Run(ctx, p.start, func(ctx context.Context) { <-ctx.Done() }, p.stop)
 }
 
@@ -180,8 +190,14 @@ func (p *Probe) start() error {
 // 503 at once. It is idempotent, and safe to call concurrently and in any
 // state: every call returns the first call's result once it is done. A
 // stopped probe cannot be started again. The ledger keeps counting: it
-// belongs to the watcher, and registrations go on.
-func (p *Probe) Stop() error { return p.life.Stop(p.stop) }
+// belongs to the watcher, and registrations go on. On a nil or zero-value
+// Probe (not made by New or Start) it returns an error.
+func (p *Probe) Stop() error {
+	if err := p.made("Stop"); err != nil {
+		return err
+	}
+	return p.life.Stop(p.stop)
+}
 
 // stop undoes start, also a start that failed half-way. The lifecycle has
 // already closed Done (so queued requests give up) and waits, after stop,
@@ -213,8 +229,14 @@ func (p *Probe) stop() error {
 // and while the probe runs, building at most
 // pprofexporter.MaxConcurrentBuilds profiles at once (503 beyond). Stop
 // waits for the builds in progress; from then on the handler answers 503
-// Service Unavailable: a stopped probe runs no code.
-func (p *Probe) ProfileHandler() http.Handler { return p.guard(p.profile) }
+// Service Unavailable: a stopped probe runs no code. The handler of a nil
+// or zero-value Probe answers 500 with an error naming the problem.
+func (p *Probe) ProfileHandler() http.Handler {
+	if err := p.made("ProfileHandler"); err != nil {
+		return unmadeHandler(err)
+	}
+	return p.guard(p.profile)
+}
 
 // Collector returns the probe's Prometheus collector, for callers that
 // gather it themselves.
@@ -222,7 +244,13 @@ func (p *Probe) Collector() prometheus.Collector { return p.collector }
 
 // ReportNow emits a gcprobe.leak_report span now, besides the periodic
 // ones.
-func (p *Probe) ReportNow(ctx context.Context) { p.reporter.ReportNow(ctx) }
+func (p *Probe) ReportNow(ctx context.Context) {
+	if err := p.made("ReportNow"); err != nil {
+		logUnmade(err)
+		return
+	}
+	p.reporter.ReportNow(ctx)
+}
 
 // Sampler returns the probe's memstats sampler, for subscribing to detector
 // events or reading pause history.
@@ -269,6 +297,29 @@ func (p *Probe) recoverPanic(where string) {
 			p.cfg.logger.Error("gcprobe: recovered from a panic inside the probe; it keeps running", "where", where, "panic", fmt.Sprint(r))
 		})
 	}
+}
+
+// made returns an error naming the method fn if p was not made by New or
+// Start (a nil or zero-value Probe, which has nothing to run): the probe
+// must answer with an error rather than panic into its host.
+func (p *Probe) made(fn string) error {
+	if p == nil || p.watcher == nil {
+		return fmt.Errorf("probe: (*Probe).%s on a nil or zero-value Probe: make one with probe.New or probe.Start", fn)
+	}
+	return nil
+}
+
+// logUnmade reports err, from a method that has no error to return,
+// through slog's default logger: a zero-value Probe has no logger of its
+// own.
+func logUnmade(err error) { slog.Default().Error("gcprobe: " + err.Error()) }
+
+// unmadeHandler answers every request 500 with err: what the handlers of
+// a zero-value Probe serve.
+func unmadeHandler(err error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "gcprobe: "+err.Error(), http.StatusInternalServerError)
+	})
 }
 
 // Panics returns how many panics inside the probe's own goroutines were

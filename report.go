@@ -44,8 +44,14 @@ type Report struct {
 
 // Report returns the current picture. It symbolizes the top sites' stacks
 // (once per site) and allocates; call it from a report loop or a handler,
-// not a hot path.
+// not a hot path. On a nil or zero-value Probe (not made by New or Start)
+// it logs an error through slog's default logger and returns an empty
+// Report.
 func (p *Probe) Report() Report {
+	if err := p.made("Report"); err != nil {
+		logUnmade(err)
+		return Report{Time: time.Now()}
+	}
 	// One fresh read of the ledger (exact counts; a report is rare) gives
 	// the totals, the top sites of each kind and the overflow.
 	var sn finalizerwatch.Snapshot

@@ -91,8 +91,13 @@ func (p *Probe) listen() error {
 // is also a prometheus.Gatherer (prometheus.DefaultRegisterer is), else the
 // probe's collector alone. Like ProfileHandler it serves before Start and while the
 // probe runs; Stop waits for the requests in progress and answers 503 to
-// those still waiting for their turn, and to every request after it.
+// those still waiting for their turn, and to every request after it. The
+// handler of a nil or zero-value Probe answers 500 with an error naming
+// the problem.
 func (p *Probe) Handler() http.Handler {
+	if err := p.made("Handler"); err != nil {
+		return unmadeHandler(err)
+	}
 	g, ok := p.cfg.registerer.(prometheus.Gatherer)
 	if !ok {
 		reg := prometheus.NewRegistry()
