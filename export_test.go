@@ -1,6 +1,10 @@
 package probe
 
-import "github.com/gcprobe/probe/internal/lifecycle"
+import (
+	"net"
+
+	"github.com/gcprobe/probe/internal/lifecycle"
+)
 
 // GoSafe runs fn the way the probe runs its own goroutines, for tests of
 // panic recovery.
@@ -19,3 +23,7 @@ func (p *Probe) OpenConns() int {
 	}
 	return p.listener.open()
 }
+
+// CheckBound is what the probe's listener checks and logs once bound to a,
+// for tests that must not bind beyond loopback to see it.
+func (p *Probe) CheckBound(a net.Addr) error { return p.checkBound(a) }

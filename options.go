@@ -2,7 +2,11 @@ package probe
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +46,7 @@ type config struct {
 	watcher     *finalizerwatch.Watcher
 	topK        int // also what Report shows; validated by promexporter.WithTopK
 	listenAddr  string
+	listenWide  bool // listenAddr came from WithUnauthenticatedListenAddr
 	fullStacks  bool
 	logger      *slog.Logger
 	loggerSet   bool // WithLogger was given: detector events go there
@@ -128,22 +133,76 @@ func WithTopK(k int) Option {
 }
 
 // WithListenAddr makes the probe serve /metrics and
-// /debug/pprof/finalizers itself on addr (such as "127.0.0.1:9090"), for
-// programs that have no metrics server. The listener is unauthenticated:
-// bind it to loopback or protect it; see the package documentation. It
-// bounds what clients can hold: at most MaxListenerConns connections open
-// at once (the next ones wait in the kernel's accept queue), idle
-// keep-alive connections closed after ListenerIdleTimeout, timeouts on
-// every phase of a request, and the limits on concurrent scrapes of
-// Handler.
+// /debug/pprof/finalizers itself on addr, a loopback address (such as
+// "127.0.0.1:9090", "[::1]:9090" or "localhost:9090"), for programs that
+// have no metrics server. The listener is unauthenticated, so any other
+// address is an error, including ":9090" and "0.0.0.0:9090" (every
+// interface); WithUnauthenticatedListenAddr exposes it wider on purpose.
+// The listener bounds what clients can hold: at most MaxListenerConns
+// connections open at once (the next ones wait in the kernel's accept
+// queue), idle keep-alive connections closed after ListenerIdleTimeout, timeouts on every phase of a request, and the
+// limits on concurrent scrapes of Handler.
 func WithListenAddr(addr string) Option {
 	return func(c *config) error {
-		if addr == "" {
-			return errors.New("probe: WithListenAddr: empty address")
+		if err := checkListenAddr(addr, false); err != nil {
+			return fmt.Errorf("probe: WithListenAddr: %w", err)
 		}
-		c.listenAddr = addr
+		c.listenAddr, c.listenWide = addr, false
 		return nil
 	}
+}
+
+// WithUnauthenticatedListenAddr is WithListenAddr for an address that is
+// not loopback, such as ":9090" (every interface) or "10.0.0.5:9090":
+// anyone who can reach it reads the probe's metrics and profiles (the
+// names of your functions and files, your heap's size) without
+// authentication. Prefer loopback, or mount Handler behind your own
+// authentication. When the probe starts, it logs a warning naming the
+// address (to the WithLogger logger, else slog.Default()). The last of
+// WithListenAddr and WithUnauthenticatedListenAddr given applies.
+func WithUnauthenticatedListenAddr(addr string) Option {
+	return func(c *config) error {
+		if err := checkListenAddr(addr, true); err != nil {
+			return fmt.Errorf("probe: WithUnauthenticatedListenAddr: %w", err)
+		}
+		c.listenAddr, c.listenWide = addr, true
+		return nil
+	}
+}
+
+// checkListenAddr checks that addr is host:port and, unless wide, that
+// host is loopback: an IP literal that is, or the name "localhost". Other
+// names are refused: what they resolve to may change. The listener checks
+// again the address it is bound to (a hosts file may map "localhost"
+// elsewhere).
+func checkListenAddr(addr string, wide bool) error {
+	if addr == "" {
+		return errors.New("empty address")
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: %w", addr, err)
+	}
+	if wide || isLoopbackHost(host) {
+		return nil
+	}
+	what := fmt.Sprintf("host %q is not a loopback address", host)
+	if host == "" {
+		what = "it listens on every interface"
+	} else if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		what = fmt.Sprintf("%s listens on every interface", host)
+	}
+	return fmt.Errorf("%q: %s, and the listener is unauthenticated; bind it to loopback (such as 127.0.0.1) or, to expose it on purpose, use WithUnauthenticatedListenAddr", addr, what)
+}
+
+// isLoopbackHost reports whether host (from net.SplitHostPort) names only
+// loopback addresses.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // WithReadMemStats turns on runtime.ReadMemStats, at most once per

@@ -2,6 +2,9 @@ package probe_test
 
 import (
 	"fmt"
+	"log/slog"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizertest"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/gcprobe/probe/tracing"
@@ -160,5 +164,100 @@ func TestNilOptionIsAnErrorEverywhere(t *testing.T) {
 				t.Errorf("error %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// The listener is unauthenticated: WithListenAddr takes loopback only, and
+// exposing it wider takes an option that says so, which the probe warns
+// about when it binds (issue 26, item 13: ":6063" and "0.0.0.0:6064" were
+// accepted silently).
+func TestListenAddrIsLoopbackUnlessUnauthenticated(t *testing.T) {
+	tests := []struct {
+		give     string
+		wantErr  string // of WithListenAddr; "" accepts
+		wideFail bool   // WithUnauthenticatedListenAddr refuses it too
+	}{
+		{give: "127.0.0.1:0"},
+		{give: "127.1.2.3:6063"},
+		{give: "[::1]:6063"},
+		{give: "[::ffff:127.0.0.1]:6063"},
+		{give: "localhost:6063"},
+		{give: "LOCALHOST:http"},
+		{give: ":6063", wantErr: `probe: WithListenAddr: ":6063": it listens on every interface, and the listener is unauthenticated; bind it to loopback (such as 127.0.0.1) or, to expose it on purpose, use WithUnauthenticatedListenAddr`},
+		{give: "0.0.0.0:6064", wantErr: `"0.0.0.0:6064": 0.0.0.0 listens on every interface`},
+		{give: "[::]:6064", wantErr: `"[::]:6064": :: listens on every interface`},
+		{give: "10.0.0.5:6064", wantErr: `host "10.0.0.5" is not a loopback address`},
+		{give: "example.internal:6064", wantErr: `host "example.internal" is not a loopback address`},
+		{give: "", wantErr: "probe: WithListenAddr: empty address", wideFail: true},
+		{give: "127.0.0.1", wantErr: "missing port in address", wideFail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			err := rootErr(t, probe.WithListenAddr(tt.give))
+			if tt.wantErr == "" && err != nil {
+				t.Errorf("WithListenAddr(%q): %v, want accepted", tt.give, err)
+			}
+			if tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("WithListenAddr(%q): %v, want an error containing %q", tt.give, err, tt.wantErr)
+			}
+			err = rootErr(t, probe.WithUnauthenticatedListenAddr(tt.give))
+			if tt.wideFail != (err != nil) {
+				t.Errorf("WithUnauthenticatedListenAddr(%q): %v, want error: %v", tt.give, err, tt.wideFail)
+			}
+			if err != nil && !strings.HasPrefix(err.Error(), "probe: WithUnauthenticatedListenAddr: ") {
+				t.Errorf("WithUnauthenticatedListenAddr(%q): %v, want it named", tt.give, err)
+			}
+		})
+	}
+
+	// What each option does once the listener is bound. The test binds
+	// loopback only; CheckBound sees what a wider bind would show.
+	wide := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 5), Port: 6064}
+	for _, tt := range []struct {
+		name     string
+		give     probe.Option
+		wantErr  bool
+		wantWarn bool
+	}{
+		{name: "loopback option, bound wide", give: probe.WithListenAddr("localhost:0"), wantErr: true},
+		{name: "unauthenticated option, bound wide", give: probe.WithUnauthenticatedListenAddr(":0"), wantWarn: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs testkit.SyncBuffer
+			p, err := probe.New(probe.WithRegisterer(prometheus.NewRegistry()), tt.give,
+				probe.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Stop()
+			err = p.CheckBound(wide)
+			if tt.wantErr != (err != nil) {
+				t.Errorf("bound to %v: %v, want error: %v", wide, err, tt.wantErr)
+			}
+			warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "unauthenticated") && strings.Contains(logs.String(), "10.0.0.5:6064")
+			if warned != tt.wantWarn {
+				t.Errorf("bound to %v: log %q, want a warning naming the address: %v", wide, logs.String(), tt.wantWarn)
+			}
+		})
+	}
+
+	// Bound to loopback for real, either option serves, without warning.
+	for _, give := range []probe.Option{probe.WithListenAddr("localhost:0"), probe.WithUnauthenticatedListenAddr("127.0.0.1:0")} {
+		var logs testkit.SyncBuffer
+		p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), give,
+			probe.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ta, ok := p.Addr().(*net.TCPAddr)
+		if !ok || !ta.IP.IsLoopback() {
+			t.Errorf("listener bound to %v, want loopback", p.Addr())
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(logs.String(), "unauthenticated") {
+			t.Errorf("loopback listener warned: %q", logs.String())
+		}
 	}
 }

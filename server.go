@@ -50,6 +50,10 @@ func (p *Probe) listen() error {
 	if err != nil {
 		return fmt.Errorf("probe: WithListenAddr: %w", err)
 	}
+	if err := p.checkBound(inner.Addr()); err != nil {
+		inner.Close()
+		return err
+	}
 	ln := newLimitListener(inner, MaxListenerConns)
 	h := p.Handler()
 	p.mu.Lock()
@@ -77,6 +81,23 @@ func (p *Probe) listen() error {
 			p.cfg.logger.Error("gcprobe: listener stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	})
+	return nil
+}
+
+// checkBound checks the address the listener is bound to: loopback, unless
+// WithUnauthenticatedListenAddr asked for more, in which case it warns
+// (through the WithLogger logger, else slog.Default(): a warning about
+// exposure must not go to the default discarding logger).
+func (p *Probe) checkBound(a net.Addr) error {
+	ta, ok := a.(*net.TCPAddr)
+	if !ok || ta.IP.IsLoopback() {
+		return nil
+	}
+	if !p.cfg.listenWide {
+		return fmt.Errorf("probe: WithListenAddr: %q is bound to %s, not loopback, and the listener is unauthenticated; use WithUnauthenticatedListenAddr to expose it on purpose", p.cfg.listenAddr, ta)
+	}
+	p.eventLogger().Warn("gcprobe: the listener serves metrics and profiles unauthenticated beyond loopback (WithUnauthenticatedListenAddr): anyone who reaches this address can read them",
+		"addr", ta.String())
 	return nil
 }
 
