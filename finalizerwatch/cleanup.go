@@ -161,8 +161,9 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 	w.init()
 	s := w.siteFor(KindCleanup, pc, 2)
 	if !s.checked.Load() || checkFinalizers() {
-		verifyCleanup(ptr, cleanup, arg)
-		s.checked.Store(true)
+		if verifyCleanup(ptr, cleanup, arg) {
+			s.checked.Store(true)
+		}
 	}
 	r := &cleanupRec[S]{fn: cleanup, arg: arg}
 	// Counted before the runtime call: once AddCleanup returns, ptr may be
@@ -205,14 +206,24 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 // each call site (until one passes) and, with GODEBUG=checkfinalizers=1, on
 // every registration. A site whose later registrations differ from its
 // first in this respect is not checked again.
-func verifyCleanup[T, S any](ptr *T, cleanup func(S), arg S) {
+//
+// It reports whether the runtime made its checks: it makes none where it
+// registers nothing, for ptr outside the heap (a global, a zero-size
+// object: runtime.AddCleanup returns the zero Cleanup when findObject finds
+// no span and isGoPointerWithoutSpan, mcleanup.go), before it looks at the
+// cleanup closure. Such a registration must not mark its site checked, or
+// a later heap registration there whose cleanup closes over ptr would be
+// accepted: a cleanup that can never run, where the runtime panics.
+func verifyCleanup[T, S any](ptr *T, cleanup func(S), arg S) (checked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			panic(renamePanic("finalizerwatch.AddCleanup", p))
 		}
 	}()
-	runtime.AddCleanup(ptr, cleanup, arg).Stop()
+	c := runtime.AddCleanup(ptr, cleanup, arg)
+	c.Stop()
 	runtime.KeepAlive(ptr)
+	return c != runtime.Cleanup{}
 }
 
 // renamePanic turns the runtime's panic value p into the message of fn's.

@@ -111,9 +111,12 @@
 //   - Argument errors that the runtime reports with an unrecoverable fatal
 //     error (SetFinalizer with a nil, non-pointer or mistyped argument)
 //     panic instead, with a message naming the function and the problem.
-//     Two remain fatal because the runtime finds them first: obj pointing
-//     into the middle of an allocation, and a finalizer set on obj directly
-//     with runtime.SetFinalizer and then again through finalizerwatch.
+//     Three remain fatal because the runtime finds them first: obj pointing
+//     into the middle of an allocation, obj pointing to memory that is not
+//     from the Go heap (allocated by C or mapped by the program: "pointer
+//     not in allocated block"; a global or a zero-size object is ignored,
+//     as by the runtime), and a finalizer set on obj directly with
+//     runtime.SetFinalizer and then again through finalizerwatch.
 //   - SetFinalizer on an object whose finalizer was set through
 //     finalizerwatch replaces it, where the runtime would end the program if
 //     that finalizer were still set: the watcher cannot tell a second

@@ -361,6 +361,14 @@ var semanticsScenarios = []semanticsScenario{
 		b := &big{}
 		o.try("add", func() { addCleanupVia(v, b, func(int) { o.hit("c"); _ = b.buf }, 0) })
 	}},
+	{name: "cleanup closes over ptr, the site's first registration on a global", run: func(t testing.TB, v via, o *outcome) {
+		// One call site: its first registration is on a global, where the
+		// runtime checks nothing; its second, on the heap, closes over ptr
+		// (issue 26, item 11).
+		for i, p := range []*big{&globalBig, {}} {
+			o.try(fmt.Sprint("add ", i), func() { addCleanupVia(v, p, func(int) { o.hit("c"); _ = p.buf }, 0) })
+		}
+	}},
 	{name: "cleanup ptr nil", run: func(t testing.TB, v via, o *outcome) {
 		o.try("add", func() { addCleanupVia(v, (*big)(nil), func(int) { o.hit("c") }, 0) })
 	}},
@@ -383,6 +391,11 @@ var semanticsScenarios = []semanticsScenario{
 		run: func(t testing.TB, v via, o *outcome) {
 			o.try("set", func() { v.setFinalizer(&big{}, func(...*big) {}) })
 		}},
+	{name: "finalizer: named pointer parameter, object type with methods", fatal: "runtime.SetFinalizer: cannot pass *finalizerwatch.withMethod to finalizer func(finalizerwatch.namedPtr)",
+		wantPanic: "cannot pass *finalizerwatch.withMethod to finalizer func(finalizerwatch.namedPtr)",
+		run: func(t testing.TB, v via, o *outcome) {
+			o.try("set", func() { v.setFinalizer(&withMethod{}, func(namedPtr) {}) })
+		}},
 	{name: "finalizer set twice on a live object", diverges: "the runtime ends the program; finalizerwatch replaces the finalizer (SetFinalizer's doc says why)",
 		fatal: "runtime.SetFinalizer: finalizer already set", wantWatched: `second ran 1; panics []`,
 		run: func(t testing.TB, v via, o *outcome) {
@@ -395,6 +408,15 @@ var semanticsScenarios = []semanticsScenario{
 }
 
 var globalBig big
+
+// withMethod has a method, so its pointer type has the runtime's uncommon
+// type data; namedPtr is a named pointer to it, which has too.
+type (
+	withMethod struct{ n int }
+	namedPtr   *withMethod
+)
+
+func (*withMethod) method() {}
 
 // semanticsHelperEnv makes the test binary, run again, play one scenario
 // with the runtime's functions: the scenarios where the runtime ends the

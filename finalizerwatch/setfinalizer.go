@@ -25,9 +25,11 @@ import (
 // for a bad argument (obj nil, a nil pointer or not a pointer, finalizer not
 // a function or of a type obj cannot be passed to), SetFinalizer panics
 // instead, with a message that begins "finalizerwatch.SetFinalizer:" and
-// names the problem. Two runtime checks it cannot make before the runtime
-// does remain fatal: obj pointing into the middle of an allocation, and a
-// finalizer already set on obj directly with runtime.SetFinalizer.
+// names the problem. Three runtime checks it cannot make before the
+// runtime does remain fatal: obj pointing into the middle of an
+// allocation, obj pointing to memory not from the Go heap (C or mapped
+// memory; a global is ignored, as by the runtime), and a finalizer already
+// set on obj directly with runtime.SetFinalizer.
 //
 // Setting a finalizer on an object whose finalizer was set through
 // finalizerwatch replaces it, and the earlier registration counts as
@@ -264,7 +266,7 @@ func finalizerCall(fn string, ot reflect.Type, finalizer any) callKind {
 	in := ft.In(0)
 	switch {
 	case in == ot,
-		in.Kind() == reflect.Pointer && (in.Name() == "" || ot.Name() == "") && in.Elem() == ot.Elem():
+		in.Kind() == reflect.Pointer && (!hasUncommon(in) || !hasUncommon(ot)) && in.Elem() == ot.Elem():
 		if ft.NumOut() == 0 {
 			return callPointer
 		}
@@ -273,6 +275,23 @@ func finalizerCall(fn string, ot reflect.Type, finalizer any) callKind {
 		return callReflect
 	}
 	panic(fn + ": cannot pass " + ot.String() + " to finalizer " + ft.String())
+}
+
+// hasUncommon reports whether t has the runtime's "uncommon" type data:
+// whether it is named or has methods, unexported ones included (which
+// reflect does not count). runtime.SetFinalizer accepts a finalizer whose
+// parameter is a pointer type other than obj's, with the same element
+// type, only if one of the two has none (mfinal.go: "one or the other is
+// unnamed", tested as fint.Uncommon() == nil || etyp.Uncommon() == nil):
+// so a named pointer type P is refused for a *T whose T has methods.
+// The flag is read from the type's header (internal/abi.Type: Size_,
+// PtrBytes, Hash, then TFlag, whose bit TFlagUncommon is 1), as
+// TestHasUncommon checks against types whose answer the compiler's rule
+// fixes.
+func hasUncommon(t reflect.Type) bool {
+	const tflagUncommon = 1 << 0
+	hdr := dataOf((*any)(unsafe.Pointer(&t))) // t's *rtype, an *abi.Type
+	return *(*uint8)(unsafe.Add(hdr, 2*unsafe.Sizeof(uintptr(0))+4))&tflagUncommon != 0
 }
 
 // runFinalizer is the finalizer the runtime holds for every object
