@@ -71,15 +71,15 @@ type runSlot struct {
 type runSlots struct {
 	slots [numKinds][runSlotsPerKind]runSlot
 
-	mu    sync.Mutex                          // guards the chunks' contents and next
-	next  uint32                              // last id given out
-	chunk []atomic.Pointer[[runIDChunk]*site] // made by init, for the site table's bound
+	mu    sync.Mutex                                         // guards the chunks' contents and next
+	next  uint32                                             // last id given out
+	chunk []atomic.Pointer[[runIDChunk]atomic.Pointer[site]] // made by init, for the site table's bound
 }
 
 // init sizes the registry for a site table of at most maxSites entries
 // (and the few more that racing inserts may add, and the overflow sites).
 func (r *runSlots) init(maxSites int) {
-	r.chunk = make([]atomic.Pointer[[runIDChunk]*site], (maxSites+runIDChunk)/runIDChunk+1)
+	r.chunk = make([]atomic.Pointer[[runIDChunk]atomic.Pointer[site]], (maxSites+runIDChunk)/runIDChunk+1)
 }
 
 const runIDChunk = 1024
@@ -103,22 +103,22 @@ func (w *Watcher) runID(s *site) uint32 {
 	id := r.next
 	c := r.chunk[id/runIDChunk].Load()
 	if c == nil {
-		c = new([runIDChunk]*site)
+		c = new([runIDChunk]atomic.Pointer[site])
 		r.chunk[id/runIDChunk].Store(c)
 	}
-	c[id%runIDChunk] = s
+	c[id%runIDChunk].Store(s)
 	s.runID.Store(id)
 	return id
 }
 
-func (r *runSlots) site(id uint32) *site {
-	if int(id/runIDChunk) >= len(r.chunk) {
+// lookup returns the site whose id is id, or nil: two atomic loads, for
+// the runtime build mode's callbacks and Running.
+func (r *runSlots) lookup(id uint32) *site {
+	if id == 0 || int(id/runIDChunk) >= len(r.chunk) {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if c := r.chunk[id/runIDChunk].Load(); c != nil {
-		return c[id%runIDChunk]
+		return c[id%runIDChunk].Load()
 	}
 	return nil
 }
@@ -178,7 +178,7 @@ func (w *Watcher) Running() []RunningCallback {
 			if word == 0 {
 				continue
 			}
-			s := w.running.site(uint32(word & runIDMask))
+			s := w.running.lookup(uint32(word & runIDMask))
 			if s == nil {
 				continue
 			}

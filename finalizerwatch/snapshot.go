@@ -208,6 +208,7 @@ type topSums struct {
 // counterSums sums ledger entries' counters and run-time histograms.
 type counterSums struct {
 	registered, executed, cleared, clearedOutside, outstanding uint64
+	dropped                                                    uint64
 	durCount, durSumNs                                         uint64
 }
 
@@ -222,6 +223,9 @@ func (c *counterSums) add(e *site, dur *[durBuckets]uint64) {
 	c.executed += executed
 	c.cleared += cleared
 	c.clearedOutside += e.clearedOutside.Load()
+	if e.res != 0 && resourceOf(e.res).DroppedWithoutClose {
+		c.dropped += executed
+	}
 	if done := executed + cleared; registered > done {
 		c.outstanding += registered - done
 	}
@@ -523,6 +527,7 @@ func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
 		Executed:       rest.executed,
 		Cleared:        rest.cleared,
 		ClearedOutside: rest.clearedOutside,
+		Dropped:        rest.dropped,
 		Outstanding:    rest.outstanding,
 		Suspect:        rest.suspect,
 		Class:          rest.class,
@@ -569,6 +574,7 @@ func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
 		t.Executed += s.Executed
 		t.Cleared += s.Cleared
 		t.ClearedOutside += s.ClearedOutside
+		t.Dropped += s.Dropped
 		t.Outstanding += s.Outstanding
 		t.Suspect += s.Suspect
 	}
@@ -640,6 +646,8 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 		Executed:       c.executed,
 		Cleared:        c.cleared,
 		ClearedOutside: c.clearedOutside,
+		Dropped:        c.dropped,
+		Resource:       resourceOf(g.head.res).Name,
 		Outstanding:    c.outstanding,
 		Survived:       ts.survived,
 		Suspect:        min(g.suspect, c.outstanding),

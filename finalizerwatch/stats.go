@@ -36,7 +36,17 @@ type SiteStats struct {
 	// called directly) when their object's address was registered again.
 	// Until then such a registration counts as outstanding.
 	ClearedOutside uint64
-	Outstanding    uint64 // Registered - Executed - Cleared
+	// Resource is, in the runtime build mode, what the standard library
+	// registered at this site ("os.File", "net.Conn"; see Resource), empty
+	// for a registration made by the site itself.
+	Resource string
+	// Dropped counts, of Executed, the finalizers and cleanups of a
+	// Resource that runs only for an object dropped without Close (files,
+	// network connections, os.Root, os.Process): each one a descriptor or
+	// handle the program left to the garbage collector. Runtime build
+	// mode only.
+	Dropped     uint64
+	Outstanding uint64 // Registered - Executed - Cleared
 	// Survived[i] counts outstanding registrations that have survived i GC
 	// cycles; the last bucket counts AgeBuckets-1 cycles or more.
 	Survived [AgeBuckets]uint64
@@ -149,6 +159,7 @@ func (a *SiteStats) merge(b *SiteStats) {
 	a.Executed += b.Executed
 	a.Cleared += b.Cleared
 	a.ClearedOutside += b.ClearedOutside
+	a.Dropped += b.Dropped
 	a.Outstanding += b.Outstanding
 	a.Suspect += b.Suspect
 	for i := range a.Survived {
@@ -181,7 +192,11 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 		Executed:       executed,
 		Cleared:        cleared,
 		ClearedOutside: s.clearedOutside.Load(),
+		Resource:       resourceOf(s.res).Name,
 		Duration:       s.dur.snapshot(counts),
+	}
+	if resourceOf(s.res).DroppedWithoutClose {
+		st.Dropped = executed
 	}
 	if done := executed + cleared; registered > done {
 		st.Outstanding = registered - done
@@ -303,6 +318,7 @@ type Totals struct {
 	Sites                                               int
 	Registered, Executed, Cleared, Outstanding, Suspect uint64
 	ClearedOutside                                      uint64 // of Cleared; see SiteStats.ClearedOutside
+	Dropped                                             uint64 // of Executed; see SiteStats.Dropped
 }
 
 // Totals returns the ledger of kind k summed over all its sites. It is a

@@ -115,7 +115,7 @@ func OriginOf(pc uintptr) Origin {
 	if v := originPCs.Get(h, pc); v != nil {
 		return *v
 	}
-	o := originOfFrames(symbolize([]uintptr{pc}))
+	o := originOfFrames(PCFrames(pc)) // expanded: os.Open inlined into main.main is main.main's
 	originPCs.LoadOrInit(h, pc, func(v *Origin) { *v = o })
 	return o
 }
@@ -130,4 +130,22 @@ func originOfFrames(frames []Frame) Origin {
 		}
 	}
 	return OriginSkip
+}
+
+// SiteFrameOfPC returns the frame a site at return PC pc stands for: of
+// the frames pc expands into (PCFrames, cached and shared: do not modify),
+// the first that is the user's (a user's os.Open call, where os.Open was
+// inlined into the user's function, is the user's line), or the innermost
+// if none is. It returns nil for a PC that symbolizes to nothing.
+func SiteFrameOfPC(pc uintptr) *Frame {
+	fs := PCFrames(pc)
+	for i := range fs {
+		if classOf(fs[i]) == classUser {
+			return &fs[i]
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return &fs[0]
 }

@@ -11,6 +11,9 @@ import (
 )
 
 func main() {
+	if slices.ContainsFunc(os.Args[1:], isRuntimeFlag) {
+		os.Exit(runtimeMain(os.Args[1:], os.Stdout, os.Stderr))
+	}
 	if slices.ContainsFunc(os.Args[1:], isDepsFlag) {
 		os.Exit(depsMain(os.Args[1:], os.Stdout, os.Stderr))
 	}

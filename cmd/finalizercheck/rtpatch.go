@@ -1,0 +1,192 @@
+package main
+
+// The runtime build mode's patch, declared as data: each join point names
+// a file of package runtime, what it is (for the refusal message), the
+// exact text the patch expects to find there once, and the text that
+// replaces it. A join point not found exactly once refuses the whole
+// patch: finalizercheck never builds a runtime it did not verify. The
+// advice is kept to a call of a hook in gcprobe_hooks.go (rtpatch/) and
+// the token's plumbing; everything with logic is finalizerwatch's.
+//
+// Verified against go1.26's runtime (mfinal.go, mheap.go, mcleanup.go).
+
+// joinPoint is one change to a file of package runtime.
+type joinPoint struct {
+	file   string // base name, in $GOROOT/src/runtime
+	what   string
+	find   string
+	advice string
+}
+
+var joinPoints = []joinPoint{
+	{
+		file: "mfinal.go",
+		what: "SetFinalizer's clear (removefinalizer under systemstack, then return)",
+		find: `		systemstack(func() {
+			removefinalizer(e.data)
+
+			if debug.checkfinalizers != 0 {
+				clearFinalizerContext(uintptr(e.data))
+				KeepAlive(e.data)
+			}
+		})
+		return
+`,
+		advice: `		var gcprobeNret uintptr
+		systemstack(func() {
+			gcprobeNret = removefinalizer(e.data)
+
+			if debug.checkfinalizers != 0 {
+				clearFinalizerContext(uintptr(e.data))
+				KeepAlive(e.data)
+			}
+		})
+		gcprobeFinalizerCleared(gcprobeNret)
+		return
+`,
+	},
+	{
+		file: "mfinal.go",
+		what: "SetFinalizer's registration (addfinalizer under systemstack)",
+		find: `	callerpc := sys.GetCallerPC()
+	systemstack(func() {
+		if !addfinalizer(e.data, (*funcval)(f.data), nret, fint, ot) {
+`,
+		advice: `	nret = gcprobeFinalizerSet(ot, nret)
+	callerpc := sys.GetCallerPC()
+	systemstack(func() {
+		if !addfinalizer(e.data, (*funcval)(f.data), nret, fint, ot) {
+`,
+	},
+	{
+		file: "mfinal.go",
+		what: "the finalizer goroutine's frame size (framesz from f.nret)",
+		find: `				framesz := unsafe.Sizeof((any)(nil)) + f.nret
+`,
+		advice: `				gcprobeRun := gcprobeFinalizerStart(f.nret)
+				framesz := unsafe.Sizeof((any)(nil)) + gcprobeNret(f.nret)
+`,
+	},
+	{
+		file: "mfinal.go",
+		what: "the finalizer goroutine's call (reflectcall between the fingRunningFinalizer flags)",
+		find: `				fingStatus.Or(fingRunningFinalizer)
+				reflectcall(nil, unsafe.Pointer(f.fn), frame, uint32(framesz), uint32(framesz), uint32(framesz), &regs)
+				fingStatus.And(^fingRunningFinalizer)
+`,
+		advice: `				fingStatus.Or(fingRunningFinalizer)
+				reflectcall(nil, unsafe.Pointer(f.fn), frame, uint32(framesz), uint32(framesz), uint32(framesz), &regs)
+				fingStatus.And(^fingRunningFinalizer)
+				gcprobeFinalizerDone(gcprobeRun)
+`,
+	},
+	{
+		file: "mheap.go",
+		what: "removefinalizer",
+		find: `func removefinalizer(p unsafe.Pointer) {
+	s := (*specialfinalizer)(unsafe.Pointer(removespecial(p, _KindSpecialFinalizer)))
+	if s == nil {
+		return // there wasn't a finalizer to remove
+	}
+	lock(&mheap_.speciallock)
+	mheap_.specialfinalizeralloc.free(unsafe.Pointer(s))
+	unlock(&mheap_.speciallock)
+}
+`,
+		advice: `func removefinalizer(p unsafe.Pointer) uintptr {
+	s := (*specialfinalizer)(unsafe.Pointer(removespecial(p, _KindSpecialFinalizer)))
+	if s == nil {
+		return 0 // there wasn't a finalizer to remove
+	}
+	nret := s.nret // gcprobe: the registration's token, for SetFinalizer's clear
+	lock(&mheap_.speciallock)
+	mheap_.specialfinalizeralloc.free(unsafe.Pointer(s))
+	unlock(&mheap_.speciallock)
+	return nret
+}
+`,
+	},
+	{
+		file: "mheap.go",
+		what: "the specialCleanup record",
+		find: `	cleanup cleanupFn
+	// Globally unique ID for the cleanup, obtained from mheap_.cleanupID.
+	id uint64
+}
+`,
+		advice: `	cleanup cleanupFn
+	// Globally unique ID for the cleanup, obtained from mheap_.cleanupID.
+	id uint64
+	// gcprobeTok is the registration's token in gcprobe's ledger, or 0.
+	gcprobeTok uint64
+}
+`,
+	},
+	{
+		file: "mheap.go",
+		what: "addCleanup",
+		find: `func addCleanup(p unsafe.Pointer, c cleanupFn) uint64 {
+`,
+		advice: `func addCleanup(p unsafe.Pointer, c cleanupFn, gcprobeTok uint64) uint64 {
+`,
+	},
+	{
+		file: "mheap.go",
+		what: "addCleanup's record fill",
+		find: `	s.special.kind = _KindSpecialCleanup
+	s.cleanup = c
+	s.id = id
+`,
+		advice: `	s.special.kind = _KindSpecialCleanup
+	s.cleanup = c
+	s.id = id
+	s.gcprobeTok = gcprobeTok
+`,
+	},
+	{
+		file: "mcleanup.go",
+		what: "AddCleanup's call of addCleanup",
+		find: `	id := addCleanup(unsafe.Pointer(ptr), cleanupFn{
+		// Instantiate a caller function to call the cleanup, that is cleanup(*argv).
+		//
+		// TODO(mknyszek): This allocates because the generic dictionary argument
+		// gets closed over, but callCleanup doesn't even use the dictionary argument,
+		// so theoretically that could be removed, eliminating an allocation.
+		call: callCleanup[S],
+		fn:   *(**funcval)(unsafe.Pointer(&cleanup)),
+		arg:  unsafe.Pointer(argv),
+	})
+`,
+		advice: `	gcprobeTok := gcprobeCleanupAdded(abi.TypeFor[T]())
+	gcprobeCall, gcprobeArg := callCleanup[S], unsafe.Pointer(argv)
+	if gcprobeTok != 0 {
+		gcprobeCall, gcprobeArg = gcprobeCallCleanup[S], unsafe.Pointer(&gcprobeCleanupBox[S]{arg: arg, tok: gcprobeTok})
+	}
+	id := addCleanup(unsafe.Pointer(ptr), cleanupFn{
+		call: gcprobeCall,
+		fn:   *(**funcval)(unsafe.Pointer(&cleanup)),
+		arg:  gcprobeArg,
+	}, gcprobeTok)
+`,
+	},
+	{
+		file: "mcleanup.go",
+		what: "Cleanup.Stop's release of the record it removed",
+		find: `	if found == nil {
+		return
+	}
+	lock(&mheap_.speciallock)
+	mheap_.specialCleanupAlloc.free(unsafe.Pointer(found))
+	unlock(&mheap_.speciallock)
+`,
+		advice: `	if found == nil {
+		return
+	}
+	gcprobeTok := (*specialCleanup)(unsafe.Pointer(found)).gcprobeTok
+	lock(&mheap_.speciallock)
+	mheap_.specialCleanupAlloc.free(unsafe.Pointer(found))
+	unlock(&mheap_.speciallock)
+	gcprobeCleanupStopped(gcprobeTok)
+`,
+	},
+}

@@ -1,0 +1,412 @@
+package finalizerwatch
+
+import (
+	"errors"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// The runtime build mode: the ledger's side.
+//
+// Built with the flag finalizercheck -runtime prints, the Go runtime calls
+// the hooks below from runtime.SetFinalizer, runtime.AddCleanup,
+// runtime.Cleanup.Stop and the goroutines that run finalizers and
+// cleanups (the patch's runtime side is cmd/finalizercheck/rtpatch). Every
+// registration in the binary then reaches the ledger attached with
+// AttachRuntime, whoever made it: the user's code, a dependency, the
+// standard library (os.File, net connections, os.Process), reflection.
+//
+// A registration is counted at the first frame above the runtime function
+// that is neither the runtime's, the standard library's, reflection's nor
+// a compiler wrapper's (stackcapture.OriginOf): the user's os.Open line,
+// or the dependency's own runtime.SetFinalizer line. Where that frame is
+// gcprobe's library code (finalizerwatch's own registrations, the GC-cycle
+// clock's sentinels, the drop-in's checks), the hook counts nothing: the
+// drop-in counts its registrations itself, once. Where the runtime mode's
+// site was reached through the standard library, the entry also knows the
+// registered object's type (Resource), and whether a run of its finalizer
+// means the object was dropped without Close (Dropped).
+//
+// The hook returns a token, which the runtime keeps with the registration
+// (a finalizer's in the high bits of its special record's nret word, a
+// cleanup's in its argument box and its special record): the entry's id
+// (the running-callback registry's, runID) and the registration's GC
+// cycle. A clear, a Stop and a run give it back, so that no address table
+// is needed: a set+clear costs a frame-pointer step, a site lookup and the
+// counts.
+//
+// tokCycleBits of cycle are kept: the age of a registration outstanding
+// for more than 2^25 GC cycles (a year at one cycle a second) is taken
+// modulo that when it is cleared or run, which can move it from the oldest
+// age bucket to a younger one; the totals stay exact.
+
+// rtHookTable is laid out as the runtime's gcprobeHookTable
+// (cmd/finalizercheck/rtpatch/gcprobe_hooks.go.tmpl; TestHookTableLayout
+// compares them).
+type rtHookTable struct {
+	version        uintptr
+	finalizerSet   func(typ unsafe.Pointer) uint64
+	finalizerClear func(tok uint64)
+	finalizerStart func(tok uint64) uint64
+	finalizerDone  func(tok, state uint64)
+	cleanupAdd     func(typ unsafe.Pointer) uint64
+	cleanupStop    func(tok uint64)
+	cleanupStart   func(tok uint64) uint64
+	cleanupDone    func(tok, state uint64)
+}
+
+const rtHookVersion = 1
+
+const (
+	tokCycleBits = 25
+	tokCycleMask = 1<<tokCycleBits - 1
+)
+
+var rtTable = rtHookTable{
+	version:        rtHookVersion,
+	finalizerSet:   rtFinalizerSet,
+	finalizerClear: rtFinalizerClear,
+	finalizerStart: rtFinalizerStart,
+	finalizerDone:  rtFinalizerDone,
+	cleanupAdd:     rtCleanupAdd,
+	cleanupStop:    rtCleanupStop,
+	cleanupStart:   rtCleanupStart,
+	cleanupDone:    rtCleanupDone,
+}
+
+var (
+	rtMu      sync.Mutex
+	rtAttachN int                     // attachments not yet detached, under rtMu
+	rtW       atomic.Pointer[Watcher] // the one watcher the runtime's tokens belong to
+)
+
+// ErrNoRuntimeMode is AttachRuntime's error in a binary not built in the
+// runtime build mode.
+var ErrNoRuntimeMode = errors.New("finalizerwatch: this binary was not built in the runtime build mode (add the flag that finalizercheck -runtime prints to go build)")
+
+// RuntimeMode reports whether the binary was built in the runtime build
+// mode, in which AttachRuntime makes the runtime report every
+// registration in the binary to a ledger.
+func RuntimeMode() bool { return rtLinked() }
+
+// AttachRuntime makes the Go runtime report every SetFinalizer,
+// AddCleanup, Cleanup.Stop and every finalizer and cleanup run in the
+// binary to w's ledger, from now until detach is called. It returns
+// ErrNoRuntimeMode unless the binary was built in the runtime build mode
+// (RuntimeMode).
+//
+// The runtime keeps the tokens of w's entries with the registrations, so
+// one Watcher only may ever be attached in a process: attaching another
+// after it is an error. Attachments nest: the hooks stay on until every
+// detach has been called (detach is idempotent). While detached, the
+// runtime's hooks cost a nil check and registrations are not counted;
+// registrations counted before still count when they run or are cleared
+// once attached again.
+func (w *Watcher) AttachRuntime() (detach func(), err error) {
+	if !rtLinked() {
+		return nil, ErrNoRuntimeMode
+	}
+	rtMu.Lock()
+	defer rtMu.Unlock()
+	if cur := rtW.Load(); cur != nil && cur != w {
+		return nil, errors.New("finalizerwatch: (*Watcher).AttachRuntime: another Watcher is attached to the runtime (one per process; the probe attaches Default)")
+	}
+	w.init()
+	rtW.Store(w)
+	rtAttachN++
+	rtStore(unsafe.Pointer(&rtTable))
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			rtMu.Lock()
+			defer rtMu.Unlock()
+			if rtAttachN--; rtAttachN == 0 {
+				rtStore(nil)
+			}
+		})
+	}, nil
+}
+
+// Frames from rtRegister to the function that called the runtime: 1 the
+// hook (rtFinalizerSet, rtCleanupAdd), 2 the runtime's gcprobe helper
+// (gcprobeFinalizerSet, gcprobeCleanupAdded; not inlined), 3
+// runtime.SetFinalizer or runtime.AddCleanup, 4 its caller.
+const rtCallerSkip = 4
+
+//go:noinline
+func rtFinalizerSet(typ unsafe.Pointer) uint64 { return rtRegister(KindFinalizer, typ) }
+
+//go:noinline
+func rtCleanupAdd(typ unsafe.Pointer) uint64 { return rtRegister(KindCleanup, typ) }
+
+// rtRegister counts a registration of kind k on an object of type typ and
+// returns its token, or 0 if it is not counted.
+//
+//go:noinline
+func rtRegister(k Kind, typ unsafe.Pointer) (tok uint64) {
+	w := rtW.Load()
+	if w == nil {
+		return 0
+	}
+	defer func() {
+		// The hook runs inside the runtime's SetFinalizer: nothing may
+		// escape from it. A registration the ledger failed on is not
+		// counted.
+		if recover() != nil {
+			tok = 0
+		}
+	}()
+	s := w.rtSiteFor(k, stackcapture.CallerPC(rtCallerSkip), typ)
+	if s == nil {
+		return 0
+	}
+	id := w.runID(s)
+	if id == 0 {
+		return 0
+	}
+	cyc, _ := w.account(s)
+	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits
+}
+
+// rtSiteFor returns the entry for a registration of kind k whose caller's
+// return PC is pc, or nil for gcprobe's own.
+func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
+	h, key := pcKey(k, pc)
+	s := w.sites.Get(h, key)
+	if s == nil {
+		switch stackcapture.OriginOf(pc) {
+		case stackcapture.OriginUser:
+			// The user's (or a dependency's) own call: its site, as the
+			// drop-in's siteFor keeps it, with the first stack.
+			if w.sites.Len() >= w.sites.Limit() {
+				return &w.overflow[k]
+			}
+			var pcs [stackcapture.MaxDepth]uintptr
+			n := stackcapture.CallersChecked(rtCallerSkip+1, pcs[:])
+			stk := w.stacks.Intern(pcs[:n])
+			if s = w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk) }); s == nil {
+				return &w.overflow[k]
+			}
+			return s
+		case stackcapture.OriginGcprobe:
+			s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect, s.own = w, k, pc, true, true })
+		default:
+			s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect = w, k, pc, true })
+		}
+		if s == nil {
+			return &w.overflow[k]
+		}
+	}
+	switch {
+	case !s.indirect:
+		return s
+	case s.own:
+		return nil
+	}
+	return w.rtIndirectSite(k, typ)
+}
+
+// rtIndirectSite finds the site of a registration the runtime was asked
+// for from the standard library, reflection or a wrapper: the first frame
+// above outside them (a user's os.Open line), or, on a goroutine that the
+// standard library started (net/http's dialer), that goroutine's first
+// function. Its entry is keyed by that frame's PC and the object's type,
+// so that a line that opens files and starts processes keeps them apart.
+//
+//go:noinline
+func (w *Watcher) rtIndirectSite(k Kind, typ unsafe.Pointer) *site {
+	var pcs [stackcapture.MaxDepth]uintptr
+	// 0 rtIndirectSite, 1 rtRegister, then as rtCallerSkip.
+	n := stackcapture.Callers(rtCallerSkip+1, pcs[:])
+	if n == 0 {
+		return nil
+	}
+	at := -1
+	for i := range n {
+		o := stackcapture.OriginOf(pcs[i])
+		if o == stackcapture.OriginGcprobe {
+			return nil // gcprobe's own, through the standard library
+		}
+		if o == stackcapture.OriginUser {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		at = max(0, n-2) // the goroutine's first function, above runtime.goexit
+	}
+	pc := pcs[at]
+	h, key := pcKey(k, pc)
+	key.hash = uint64(uintptr(typ))
+	h ^= key.hash * 0x9e3779b97f4a7c15
+	if s := w.sites.Get(h, key); s != nil {
+		return s
+	}
+	if w.sites.Len() >= w.sites.Limit() {
+		return &w.overflow[k]
+	}
+	res := resourceIndex(typ)
+	stk := w.stacks.Intern(pcs[:n])
+	if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk); s.res = res }); s != nil {
+		return s
+	}
+	return &w.overflow[k]
+}
+
+// rtSite returns the entry and registration cycle a token names, or nil.
+func rtSite(k Kind, tok uint64) (*site, uint32) {
+	w := rtW.Load()
+	if w == nil {
+		return nil, 0
+	}
+	s := w.running.lookup(uint32(tok & runIDMask))
+	if s == nil {
+		return nil, 0
+	}
+	cur := w.cycles[k].Load()
+	return s, cur - (cur-uint32(tok>>runIDBits))&tokCycleMask
+}
+
+func rtFinalizerClear(tok uint64) { rtCleared(KindFinalizer, tok) }
+func rtCleanupStop(tok uint64)    { rtCleared(KindCleanup, tok) }
+
+func rtCleared(k Kind, tok uint64) {
+	if s, cyc := rtSite(k, tok); s != nil {
+		countCleared(k, s, nil, cyc)
+	}
+}
+
+func rtFinalizerStart(tok uint64) uint64 { return rtStart(KindFinalizer, tok) }
+func rtCleanupStart(tok uint64) uint64   { return rtStart(KindCleanup, tok) }
+
+// rtStart records the start of a counted callback and returns its state
+// for rtDone: the start (monoNow, which is never 0 after clockBase) and,
+// in the low bits, the running slot taken plus one (0: none).
+func rtStart(k Kind, tok uint64) uint64 {
+	s, _ := rtSite(k, tok)
+	if s == nil {
+		return 0
+	}
+	start := monoNow()
+	slot := s.w.begin(k, s, start)
+	i := uint64(0)
+	if slot != nil {
+		slots := &s.w.running.slots[k]
+		for j := range slots {
+			if &slots[j].w == slot {
+				i = uint64(j) + 1
+			}
+		}
+	}
+	return uint64(start)<<5 | i
+}
+
+func rtFinalizerDone(tok, state uint64) { rtDone(KindFinalizer, tok, state) }
+func rtCleanupDone(tok, state uint64)   { rtDone(KindCleanup, tok, state) }
+
+// rtDone counts a callback's run, which rtStart began with state.
+func rtDone(k Kind, tok, state uint64) {
+	s, cyc := rtSite(k, tok)
+	if s == nil {
+		return
+	}
+	if i := state & 31; i != 0 {
+		end(&s.w.running.slots[k][i-1].w)
+	}
+	s.executed.Add(1)
+	s.done(k, cyc)
+	if start := int64(state >> 5); state != 0 && timed(start) {
+		s.dur.observe(time.Duration(monoNow() - start))
+	}
+}
+
+// Resources: what the standard library registered, by the registered
+// object's type. A few of them finalize only what was dropped without
+// Close: for those a run is a bug at the site (Dropped).
+
+// Resource describes the type of object a runtime-mode entry registered
+// through the standard library.
+type Resource struct {
+	// Name is the type as users know it ("os.File", "net.Conn"), or the
+	// registered type's own name.
+	Name string
+	// DroppedWithoutClose reports that the standard library clears this
+	// type's finalizer or cleanup when it is closed (Close, Release,
+	// Wait), so that every run of it is an object the program dropped
+	// without closing: a descriptor or handle held until the collector
+	// found it.
+	DroppedWithoutClose bool
+}
+
+// knownResources are the standard library's registrations whose run
+// means a missing Close, by the registered type (go1.26: os/file_unix.go
+// newFile and (*file).close; net/fd_posix.go setAddr and Close;
+// os/root_unix.go newRoot and (*root).Close; os/exec.go newPIDFD's
+// AddCleanup, stopped by Release and Wait).
+var knownResources = map[string]Resource{
+	"os.file":          {Name: "os.File", DroppedWithoutClose: true},
+	"net.netFD":        {Name: "net.Conn", DroppedWithoutClose: true},
+	"os.root":          {Name: "os.Root", DroppedWithoutClose: true},
+	"os.Process":       {Name: "os.Process", DroppedWithoutClose: true},
+	"tls.certCache":    {Name: "tls certificate cache"},
+	"unique.canonMap":  {Name: "unique handle"},
+	"poll.splicePipe":  {Name: "splice pipe", DroppedWithoutClose: true},
+	"exec.Cmd":         {Name: "exec.Cmd"},
+	"x509.Certificate": {Name: "x509.Certificate"},
+}
+
+// maxResources bounds the resource table: types past it share the last
+// entry.
+const maxResources = 255
+
+var (
+	resMu     sync.Mutex // guards resByType and the growth of resources
+	resByType = map[unsafe.Pointer]uint8{}
+	resN      int // entries of resources in use, index 0 (none) included
+	// resources are read without the lock: each entry is stored once.
+	resources [maxResources + 1]atomic.Pointer[Resource]
+)
+
+// resourceIndex returns the index of typ's Resource, adding it.
+func resourceIndex(typ unsafe.Pointer) uint8 {
+	if typ == nil {
+		return 0
+	}
+	resMu.Lock()
+	defer resMu.Unlock()
+	if i, ok := resByType[typ]; ok {
+		return i
+	}
+	if resN == 0 {
+		resN = 1
+	}
+	if resN >= maxResources {
+		resources[maxResources].CompareAndSwap(nil, &Resource{Name: "(other types)"})
+		return maxResources
+	}
+	var x any
+	(*eface)(unsafe.Pointer(&x)).typ = typ
+	t := reflect.TypeOf(x)
+	r, ok := knownResources[t.String()]
+	if !ok {
+		r = Resource{Name: t.String()}
+	}
+	i := uint8(resN)
+	resN++
+	resources[i].Store(&r)
+	resByType[typ] = i
+	return i
+}
+
+// resourceOf returns the Resource of index i: an atomic load.
+func resourceOf(i uint8) Resource {
+	if r := resources[i].Load(); r != nil {
+		return *r
+	}
+	return Resource{}
+}
