@@ -67,6 +67,7 @@ type Probe struct {
 	registered bool
 	server     *http.Server
 	restore    func() // undoes WithFullStacks on the watcher
+	detach     func() // detaches the runtime build mode's hooks (dropped.go)
 	mu         sync.Mutex
 	addr       net.Addr
 	listener   *limitListener
@@ -179,6 +180,7 @@ func (p *Probe) start() error {
 	// reports read the cycle's ranking rather than the first of them
 	// making it.
 	p.goSafe("ranking", func() { p.watcher.RankEachCycle(p.life.Done()) })
+	p.attachRuntime()
 	p.startEventLog() // last: nothing after it can fail and leave it running
 	return nil
 }
@@ -219,6 +221,9 @@ func (p *Probe) stop() error {
 	}
 	if p.restore != nil {
 		p.restore()
+	}
+	if p.detach != nil {
+		p.detach()
 	}
 	return errors.Join(errs...)
 }

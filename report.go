@@ -40,6 +40,11 @@ type Report struct {
 	Running []finalizerwatch.RunningCallback
 	// Overflow counts what the ledger's bounded tables refused.
 	Overflow finalizerwatch.Overflow
+	// RuntimeMode reports that the binary was built in the runtime build
+	// mode (finalizercheck -runtime): the ledger counts every registration
+	// in the binary, the standard library's included, not only those made
+	// through finalizerwatch.
+	RuntimeMode bool
 }
 
 // Report returns the current picture. It symbolizes the top sites' stacks
@@ -71,6 +76,8 @@ func (p *Probe) Report() Report {
 		Firing:     p.sampler.Active(nil),
 		Running:    p.watcher.Running(),
 		Overflow:   sn.Overflow,
+
+		RuntimeMode: finalizerwatch.RuntimeMode(),
 	}
 }
 
@@ -103,6 +110,9 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 			q.q.Latency.Round(time.Microsecond), q.t.Registered, q.t.Outstanding, q.t.Suspect)
 	}
 	tw.Flush()
+	if r.RuntimeMode {
+		b.WriteString("runtime build mode: every registration in the binary is counted, the standard library's included\n")
+	}
 	if n := r.Finalizers.ClearedOutside; n > 0 {
 		// Not outstanding, and not cleared through the watcher either:
 		// see finalizerwatch.SiteStats.ClearedOutside.
@@ -131,10 +141,20 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 			if s.Class == finalizerwatch.ClassGrowing {
 				growth = fmt.Sprintf("+%d", s.Growth)
 			}
-			fmt.Fprintf(tw, "%s %s:%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line,
+			res := ""
+			if s.Resource != "" {
+				res = " (" + s.Resource + ")"
+			}
+			fmt.Fprintf(tw, "%s %s:%d%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line, res,
 				s.Kind, s.Class, growth, s.Registered, s.Executed, s.Outstanding, s.Suspect)
 		}
 		tw.Flush()
+		for _, s := range r.Top {
+			if s.Dropped > 0 {
+				fmt.Fprintf(&b, "dropped without Close: %d %s opened at %s %s:%d were garbage-collected without Close (a descriptor leak at that line)\n",
+					s.Dropped, s.Resource, s.Site.Function, filepath.Base(s.Site.File), s.Site.Line)
+			}
+		}
 	}
 	if r.Overflow.Sites > 0 || r.Overflow.Stacks > 0 {
 		fmt.Fprintf(&b, "overflow: %d registrations without a site of their own, %d stacks not kept\n", r.Overflow.Sites, r.Overflow.Stacks)

@@ -164,10 +164,13 @@ func (c *Collector) sendSite(ch chan<- prometheus.Metric, labels []*dto.LabelPai
 type gauges struct {
 	outstanding, suspect uint64
 	growing              uint64 // 1 for a site classed growing; for "other", how many are
+	// resource marks a site registered through the standard library in the
+	// runtime build mode: its dropped_total series is sent, 0 or not.
+	resource bool
 }
 
 func siteGauges(s *finalizerwatch.SiteStats) gauges {
-	g := gauges{outstanding: s.Outstanding, suspect: s.Suspect}
+	g := gauges{outstanding: s.Outstanding, suspect: s.Suspect, resource: s.Resource != ""}
 	if s.Class == finalizerwatch.ClassGrowing {
 		g.growing = 1
 	}

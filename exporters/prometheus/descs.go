@@ -21,6 +21,7 @@ const (
 type descs struct {
 	// Per site (labels kind, site).
 	outstanding, registered, executed, cleared, suspect, growing, duration *prometheus.Desc
+	dropped                                                                *prometheus.Desc
 	// The callback running now at a site (labels kind, site).
 	running *prometheus.Desc
 	// The runtime's queues (label kind).
@@ -48,6 +49,8 @@ var descriptors = sync.OnceValue(func() *descs {
 			"Finalizers or cleanups registered at the site that ran to completion.", site),
 		cleared: d("gcprobe_finalizers_cleared_total",
 			"Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.", site),
+		dropped: d("gcprobe_finalizers_dropped_total",
+			"Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.", site),
 		suspect: d("gcprobe_finalizers_suspect_objects",
 			"Outstanding registrations at the site that have survived at least the watcher's SuspectCycles GC cycles: leak suspects.", site),
 		growing: d("gcprobe_finalizers_growing",
@@ -91,7 +94,7 @@ var descriptors = sync.OnceValue(func() *descs {
 // all lists every descriptor, for Describe.
 func (d *descs) all() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		d.outstanding, d.registered, d.executed, d.cleared, d.suspect, d.growing, d.duration,
+		d.outstanding, d.registered, d.executed, d.cleared, d.suspect, d.growing, d.duration, d.dropped,
 		d.running,
 		d.queueLength, d.queueLatency, d.queued, d.runtimeExecuted, d.unwatched,
 		d.pause, d.forced, d.cpuFraction,

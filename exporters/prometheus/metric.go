@@ -25,6 +25,9 @@ func siteLabels(d *descs, kind, site string) []*dto.LabelPair {
 type siteMetrics struct {
 	scalar [6]scalarMetric
 	hist   histMetric
+	// dropped is sent for a site registered through the standard library
+	// (runtime build mode), and for "other" once it counts any.
+	dropped *scalarMetric
 }
 
 // scalarMetric is a counter or a gauge. The protobuf value Write hands
@@ -100,6 +103,9 @@ func newSiteMetrics(d *descs, labels []*dto.LabelPair, g gauges, v []uint64, bou
 	set(3, d.cleared, v[vCleared], false)
 	set(4, d.suspect, g.suspect, true)
 	set(5, d.growing, g.growing, true)
+	if g.resource || v[vDropped] > 0 {
+		sm.dropped = &scalarMetric{desc: d.dropped, labels: labels, value: float64(v[vDropped])}
+	}
 
 	n := len(bounds)
 	cum := make([]uint64, n)
@@ -128,4 +134,7 @@ func (sm *siteMetrics) send(ch chan<- prometheus.Metric) {
 		ch <- &sm.scalar[i]
 	}
 	ch <- &sm.hist
+	if sm.dropped != nil {
+		ch <- sm.dropped
+	}
 }

@@ -13,6 +13,7 @@ const (
 	vRegistered = iota
 	vExecuted
 	vCleared
+	vDropped
 	vDurCount
 	vDurSumNs
 	vDurBuckets // first of len(bounds)+1 per-bucket (not cumulative) counts
@@ -33,6 +34,7 @@ func addSite(v []uint64, s *finalizerwatch.SiteStats) {
 	v[vRegistered] += s.Registered
 	v[vExecuted] += s.Executed
 	v[vCleared] += s.Cleared
+	v[vDropped] += s.Dropped
 	v[vDurCount] += s.Duration.Count
 	v[vDurSumNs] += sumNs(s.Duration.Sum)
 	counts := s.Duration.Counts
