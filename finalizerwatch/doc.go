@@ -115,19 +115,17 @@
 //     into the middle of an allocation, obj pointing to memory that is not
 //     from the Go heap (allocated by C or mapped by the program: "pointer
 //     not in allocated block"; a global or a zero-size object is ignored,
-//     as by the runtime), and a finalizer set on obj directly with
-//     runtime.SetFinalizer and then again through finalizerwatch.
-//   - SetFinalizer on an object whose finalizer was set through
-//     finalizerwatch replaces it, where the runtime would end the program if
-//     that finalizer were still set: the watcher cannot tell a second
-//     registration from a registration after a direct runtime.SetFinalizer
-//     clear, or after the address was reused by a new object, and it never
-//     panics where the runtime would not. The replaced registration counts
-//     as cleared, and as SiteStats.ClearedOutside.
+//     as by the runtime), and a finalizer set on an object that has one,
+//     whether through finalizerwatch or directly ("finalizer already set":
+//     the runtime's answer, so no finalizer the user set is discarded).
 //   - A finalizer set through finalizerwatch and cleared with
 //     runtime.SetFinalizer directly counts as outstanding until its address
-//     is registered again (then as ClearedOutside): clear through
-//     finalizerwatch, as finalizercheck -fix rewrites it to.
+//     is registered again (then as cleared, and as SiteStats.ClearedOutside,
+//     as is one whose address was reused by a new object): clear through
+//     finalizerwatch, as finalizercheck -fix rewrites it to. Its table
+//     entry keeps nothing of the user's alive: a finalizer that is a
+//     closure on the heap is held by the runtime, which lets go of it at
+//     the direct clear.
 //   - AddCleanup makes the runtime's own checks of its arguments (arg equal
 //     to or inside ptr's allocation, a cleanup that closes over ptr) by
 //     registering the user's cleanup with the runtime once and stopping it:

@@ -21,8 +21,11 @@ import (
 // through one Watcher finds the entry another one added.
 //
 // An entry can go stale: a finalizer set through finalizerwatch and then
-// cleared or replaced with runtime.SetFinalizer directly leaves its entry
-// behind, and once the object is freed its address can be reused. Nothing
+// cleared with runtime.SetFinalizer directly (and perhaps set again
+// directly) leaves its entry behind, and once the object is freed its
+// address can be reused. A stale entry keeps nothing of the user's alive:
+// an entry holds the user's finalizer only where that is static, in the
+// executable's image (see heldFinalizer). Nothing
 // tells the watcher when that happens (telling a freed object from a live
 // one at the same address would take a weak pointer per registration,
 // measured at several times the cost of runtime.SetFinalizer itself), so a
@@ -74,7 +77,9 @@ type finEntry struct {
 	// callSampled set (see sample.go).
 	ref unsafe.Pointer
 	// fn is the user's finalizer as finFunc keeps it: the func value, or
-	// for callReflect a pointer to it in an interface.
+	// for callReflect a pointer to it in an interface; nil where the
+	// runtime holds the user's finalizer itself (see heldFinalizer), so
+	// that an entry left behind by a direct clear keeps nothing alive.
 	fn   unsafe.Pointer
 	cyc  uint32
 	call callKind
@@ -159,9 +164,35 @@ var objs objMap
 // put stores e for addr. If addr already had an entry, put replaces it and
 // returns the old one.
 func (m *objMap) put(addr uintptr, e finEntry) (old finEntry, replaced bool) {
+	s, h := m.lock(addr)
+	old, replaced = m.putLocked(s, h, addr, e)
+	s.mu.Unlock()
+	return old, replaced
+}
+
+// take removes and returns the entry for addr.
+func (m *objMap) take(addr uintptr) (finEntry, bool) {
+	s, h := m.lock(addr)
+	e, ok := m.takeLocked(s, h, addr)
+	s.mu.Unlock()
+	return e, ok
+}
+
+// lock locks the shard of addr and returns it, with addr's hash, for
+// putLocked and takeLocked; the caller unlocks s.mu. SetFinalizer and its
+// clear hold the lock across their runtime.SetFinalizer call, so that a
+// set and a clear of one object, racing, reach the table and the runtime
+// in the same order: the entry is there exactly when the runtime holds the
+// watcher's finalizer (unless it was cleared directly).
+func (m *objMap) lock(addr uintptr) (*objShard, uint64) {
 	h := objHash(addr)
 	s := m.shard(h)
 	s.mu.Lock()
+	return s, h
+}
+
+// putLocked is put under the lock of s, addr's shard (h its hash).
+func (m *objMap) putLocked(s *objShard, h uint64, addr uintptr, e finEntry) (old finEntry, replaced bool) {
 	if 2*(s.n+1) > len(s.slots) {
 		s.resize(max(minShardBits, s.bits+1))
 	}
@@ -174,31 +205,24 @@ func (m *objMap) put(addr uintptr, e finEntry) (old finEntry, replaced bool) {
 		if s.slots[i].addr == addr {
 			old = s.slots[i].e
 			s.slots[i].e = e
-			s.mu.Unlock()
 			return old, true
 		}
 		i = (i + 1) & mask
 	}
 	s.slots[i] = objSlot{addr: addr, e: e}
 	s.n++
-	s.mu.Unlock()
 	return finEntry{}, false
 }
 
-// take removes and returns the entry for addr.
-func (m *objMap) take(addr uintptr) (finEntry, bool) {
-	h := objHash(addr)
-	s := m.shard(h)
-	s.mu.Lock()
+// takeLocked is take under the lock of s, addr's shard (h its hash).
+func (m *objMap) takeLocked(s *objShard, h uint64, addr uintptr) (finEntry, bool) {
 	if s.n == 0 {
-		s.mu.Unlock()
 		return finEntry{}, false
 	}
 	mask := len(s.slots) - 1
 	i := s.home(addr, h)
 	for s.slots[i].addr != addr {
 		if s.slots[i].addr == 0 {
-			s.mu.Unlock()
 			return finEntry{}, false
 		}
 		i = (i + 1) & mask
@@ -209,7 +233,6 @@ func (m *objMap) take(addr uintptr) (finEntry, bool) {
 	if s.bits > minShardBits && 8*s.n < len(s.slots) {
 		m.shrink(s, shardIndex(h))
 	}
-	s.mu.Unlock()
 	return e, true
 }
 

@@ -156,17 +156,14 @@ func dropResurrected() {
 
 // semanticsScenario is one row. fatal, if set, is what the runtime's side
 // dies with ("fatal error: ..."); finalizerwatch's side must then record
-// the panic wantPanic instead. diverges, if set, documents a difference
-// finalizerwatch makes on purpose: the runtime's side dies with fatal, and
-// finalizerwatch's side runs as wantWatched says.
+// the panic wantPanic instead, or, with watchedFatal, die with the same
+// fatal error, the runtime's own answer, in a child process too.
 type semanticsScenario struct {
-	name      string
-	run       func(t testing.TB, v via, o *outcome)
-	fatal     string
-	wantPanic string
-	diverges  string
-	// wantWatched, with diverges: the outcome finalizerwatch's side has.
-	wantWatched string
+	name         string
+	run          func(t testing.TB, v via, o *outcome)
+	fatal        string
+	wantPanic    string
+	watchedFatal bool
 }
 
 var semanticsScenarios = []semanticsScenario{
@@ -396,12 +393,32 @@ var semanticsScenarios = []semanticsScenario{
 		run: func(t testing.TB, v via, o *outcome) {
 			o.try("set", func() { v.setFinalizer(&withMethod{}, func(namedPtr) {}) })
 		}},
-	{name: "finalizer set twice on a live object", diverges: "the runtime ends the program; finalizerwatch replaces the finalizer (SetFinalizer's doc says why)",
-		fatal: "runtime.SetFinalizer: finalizer already set", wantWatched: `second ran 1; panics []`,
+	{name: "finalizer set twice on a live object", fatal: "runtime.SetFinalizer: finalizer already set", watchedFatal: true,
 		run: func(t testing.TB, v via, o *outcome) {
 			b := &big{}
 			v.setFinalizer(b, func(*big) { o.hit("first") })
 			o.try("set again", func() { v.setFinalizer(b, func(*big) { o.hit("second") }) })
+			b = nil
+			drain(t)
+		}},
+	{name: "set, raw clear, raw set, set", fatal: "runtime.SetFinalizer: finalizer already set", watchedFatal: true,
+		run: func(t testing.TB, v via, o *outcome) {
+			// The watcher's table still has the first registration; the
+			// runtime has the user's raw finalizer, which must not be
+			// discarded (issue 26, item 6).
+			b := &big{}
+			v.setFinalizer(b, func(*big) { o.hit("first") })
+			runtime.SetFinalizer(b, nil)
+			runtime.SetFinalizer(b, func(*big) { o.hit("raw") })
+			o.try("set again", func() { v.setFinalizer(b, func(*big) { o.hit("second") }) })
+			b = nil
+			drain(t)
+		}},
+	{name: "raw set, then set", fatal: "runtime.SetFinalizer: finalizer already set", watchedFatal: true,
+		run: func(t testing.TB, v via, o *outcome) {
+			b := &big{}
+			runtime.SetFinalizer(b, func(*big) { o.hit("raw") })
+			o.try("set", func() { v.setFinalizer(b, func(*big) { o.hit("second") }) })
 			b = nil
 			drain(t)
 		}},
@@ -423,14 +440,22 @@ func (*withMethod) method() {}
 // program.
 const semanticsHelperEnv = "GCPROBE_SEMANTICS_HELPER"
 
+// semanticsWatchedEnv makes the helper play the scenario through a Watcher
+// instead: the scenarios where both sides end the program.
+const semanticsWatchedEnv = "GCPROBE_SEMANTICS_WATCHED"
+
 func TestSemanticsHelperProcess(t *testing.T) {
 	name := os.Getenv(semanticsHelperEnv)
 	if name == "" {
 		t.Skip("helper process only")
 	}
+	v := via{}
+	if os.Getenv(semanticsWatchedEnv) != "" {
+		v.w, _ = New()
+	}
 	for _, sc := range semanticsScenarios {
 		if sc.name == name {
-			sc.run(t, via{}, newOutcome())
+			sc.run(t, v, newOutcome())
 			t.Fatal("the scenario did not end the program")
 		}
 	}
@@ -442,22 +467,33 @@ func TestSemanticsSideBySide(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			w := newWatcher(t)
 			watched := newOutcome()
-			sc.run(t, via{w: w}, watched)
+			if !sc.watchedFatal {
+				sc.run(t, via{w: w}, watched)
+			}
 
 			if sc.fatal != "" {
 				if testing.Short() {
 					t.Skip("runs the test binary")
 				}
-				code, out := testkit.RunTest(t, "TestSemanticsHelperProcess", []string{semanticsHelperEnv + "=" + sc.name})
-				if code != 2 || !strings.Contains(out, "fatal error: "+sc.fatal) {
-					first, _, _ := strings.Cut(out, "\n\n")
-					t.Fatalf("runtime: exit %d, want 2 with %q:\n%s", code, "fatal error: "+sc.fatal, first)
+				sides := []string{"runtime"}
+				if sc.watchedFatal {
+					sides = append(sides, "finalizerwatch")
 				}
-				if sc.diverges != "" {
-					if got := watched.String(); got != sc.wantWatched {
-						t.Fatalf("finalizerwatch (%s): %s, want %s", sc.diverges, got, sc.wantWatched)
+				for _, side := range sides {
+					env := []string{semanticsHelperEnv + "=" + sc.name}
+					if side != "runtime" {
+						env = append(env, semanticsWatchedEnv+"=1")
 					}
-				} else if want := []string{"set: " + sc.wantPanic}; !slices.Equal(watched.panics, want) {
+					code, out := testkit.RunTest(t, "TestSemanticsHelperProcess", env)
+					if code != 2 || !strings.Contains(out, "fatal error: "+sc.fatal) {
+						first, _, _ := strings.Cut(out, "\n\n")
+						t.Fatalf("%s: exit %d, want 2 with %q:\n%s", side, code, "fatal error: "+sc.fatal, first)
+					}
+				}
+				if sc.watchedFatal {
+					return
+				}
+				if want := []string{"set: " + sc.wantPanic}; !slices.Equal(watched.panics, want) {
 					t.Fatalf("finalizerwatch panicked %q, want %q", watched.panics, want)
 				}
 			} else {

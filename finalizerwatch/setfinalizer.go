@@ -31,13 +31,14 @@ import (
 // memory; a global is ignored, as by the runtime), and a finalizer already
 // set on obj directly with runtime.SetFinalizer.
 //
-// Setting a finalizer on an object whose finalizer was set through
-// finalizerwatch replaces it, and the earlier registration counts as
-// cleared (SiteStats.ClearedOutside). The runtime would end the program if
-// that finalizer were still set, but the watcher cannot tell that case from
-// the two it must accept: the earlier finalizer was cleared with
-// runtime.SetFinalizer directly, or its object was freed and the address
-// reused by a new one. It never panics where the runtime would not.
+// Setting a finalizer on an object that has one ends the program, as the
+// runtime does ("finalizer already set"), whether that finalizer was set
+// through finalizerwatch or directly: the runtime gives the answer, and a
+// finalizer the user set is never discarded. A registration whose
+// finalizer was cleared directly with runtime.SetFinalizer, or whose
+// object was freed and its address reused, counts as outstanding until
+// its address is registered again, then as cleared
+// (SiteStats.ClearedOutside); it keeps nothing of the user's alive.
 //
 // The watcher keeps no reference to obj and adds a table deletion, a
 // clock read and a few atomic operations to each finalizer run.
@@ -126,12 +127,22 @@ func checkObj(obj any) reflect.Type {
 
 // clearFinalizer is SetFinalizer(obj, nil): the registration, made
 // through any Watcher, is counted as cleared at the site it was made at.
+//
+// The table and the runtime are changed under the lock of the address's
+// shard, as set does, so that a clear racing a set of the same object
+// cannot take the set's entry before the set reaches the runtime: the
+// ledger would count the registration cleared while the runtime still held
+// the watcher's finalizer, and the next set would end the program
+// ("finalizer already set").
 func clearFinalizer(obj any) {
 	checkObj(obj)
-	if e, ok := objs.take(uintptr(dataOf(&obj))); ok {
+	sh, h := objs.lock(uintptr(dataOf(&obj)))
+	e, ok := objs.takeLocked(sh, h, uintptr(dataOf(&obj)))
+	runtime.SetFinalizer(obj, nil)
+	sh.mu.Unlock()
+	if ok {
 		e.cleared()
 	}
-	runtime.SetFinalizer(obj, nil)
 }
 
 // set registers finalizer, whose arguments passed finalizerCall's checks,
@@ -155,16 +166,100 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 			call |= callSampled
 		}
 	}
-	if old, replaced := objs.put(addr, finEntry{ref: entryRef(s, smp), fn: finFunc(finalizer, call), cyc: cyc, call: call}); replaced {
-		// A finalizer set through finalizerwatch may still be set on obj
-		// (see SetFinalizer): clear it, or the runtime would end the
-		// program. If it was cleared directly, this does nothing.
-		runtime.SetFinalizer(obj, nil)
+	e := finEntry{ref: entryRef(s, smp), cyc: cyc, call: call}
+	var fin any = runFinalizer
+	if inImage(dataOf(&finalizer)) {
+		e.fn = finFunc(finalizer, call)
+	} else {
+		fin = heldFinalizer(finalizer, call)
+	}
+	// The entry and the runtime's finalizer change together, under the
+	// lock of the address's shard (see clearFinalizer). The runtime gives
+	// its own answer to a finalizer already set on obj: it ends the
+	// program, whether that finalizer is the watcher's or one set
+	// directly. An entry found here is one the runtime no longer holds
+	// (cleared directly, or its object freed and the address reused), or
+	// the runtime would not have returned: it counts as cleared outside.
+	sh, h := objs.lock(addr)
+	old, replaced := objs.putLocked(sh, h, addr, e)
+	runtime.SetFinalizer(obj, fin)
+	sh.mu.Unlock()
+	if replaced {
 		old.site().clearedOutside.Add(1)
 		old.cleared()
 	}
-	runtime.SetFinalizer(obj, runFinalizer)
 }
+
+// heldFinalizer returns the finalizer the runtime is given for the user's
+// finalizer when that is a closure on the heap: a closure that holds it,
+// so that the runtime, not the address table, keeps it alive, exactly as
+// long as the runtime would keep it itself. A finalizer cleared directly
+// with runtime.SetFinalizer leaves its table entry behind (nothing tells
+// the watcher); were the user's closure in the entry, it would stay in
+// memory until the address is registered again, with all it reaches, the
+// object too if the closure reaches it (issue 26, item 4). It costs one
+// allocation, the closure, beside the user's own; a finalizer in the
+// executable's image (a function, a method expression, a literal that
+// captures nothing) is never freed and stays in the table at no cost (see
+// inImage).
+func heldFinalizer(finalizer any, call callKind) any {
+	if call&^callSampled == callReflect {
+		return func(obj any) { runHeldReflect(obj, finalizer) }
+	}
+	fn := dataOf(&finalizer)
+	return func(obj any) { runHeld(obj, fn) }
+}
+
+// runHeld is the run of a finalizer that heldFinalizer holds, fn its func
+// value.
+func runHeld(obj any, fn unsafe.Pointer) {
+	if e, ok := objs.take(uintptr(dataOf(&obj))); ok {
+		e.run(obj, fn)
+	} else {
+		orphanRuns.Add(1) // cannot happen, as in runFinalizer
+	}
+}
+
+// runHeldReflect is runHeld for a finalizer called through reflection.
+func runHeldReflect(obj, finalizer any) {
+	if e, ok := objs.take(uintptr(dataOf(&obj))); ok {
+		e.run(obj, unsafe.Pointer(&finalizer))
+	} else {
+		orphanRuns.Add(1)
+	}
+}
+
+// imageLo and imageHi bound the executable's static image, exclusive: the
+// address of a function's code, in the text section, and of a variable in
+// the last section, noptrbss. The linker lays out every format it writes
+// in the order text, rodata, data (noptrdata, data, bss, noptrbss), so a
+// func value the compiler made statically (a function's, or a literal's
+// that captures nothing, in rodata) lies in between, and the heap never
+// does: it is mapped in arenas of 64 MiB, apart from the image. A func
+// value of another module (a plugin) falls outside and is treated as a
+// heap closure, which costs an allocation but is correct. Both are 0,
+// and every closure is held by the runtime, if the check of that layout
+// at start-up fails.
+var imageLo, imageHi = imageBounds()
+
+// imageEnd is a zero variable without pointers: the linker puts it in
+// noptrbss.
+var imageEnd [8]byte
+
+func imageBounds() (lo, hi uintptr) {
+	lo = reflect.ValueOf(imageBounds).Pointer()
+	hi = uintptr(unsafe.Pointer(&imageEnd))
+	var static any = runFinalizer
+	heap := new([64]byte)
+	if p, q := uintptr(dataOf(&static)), uintptr(unsafe.Pointer(heap)); !(lo < p && p < hi) || (lo < q && q < hi) {
+		return 0, 0
+	}
+	return lo, hi
+}
+
+// inImage reports whether p, a func value, is in the executable's image
+// (see imageLo).
+func inImage(p unsafe.Pointer) bool { return imageLo < uintptr(p) && uintptr(p) < imageHi }
 
 // finFunc returns what a finEntry keeps of finalizer, whose call kind is
 // call: the func value itself (its data word, a pointer to the closure)
@@ -302,22 +397,36 @@ func hasUncommon(t reflect.Type) bool {
 func runFinalizer(obj any) {
 	e, ok := objs.take(uintptr(dataOf(&obj)))
 	if !ok {
-		return // cannot happen: the entry lives as long as the finalizer
+		// Cannot happen: the entry lives as long as the finalizer (see
+		// clearFinalizer). Counted for the tests that race sets and
+		// clears.
+		orphanRuns.Add(1)
+		return
 	}
+	e.run(obj, e.fn)
+}
+
+// orphanRuns counts the runs of the watcher's finalizer that found no
+// entry: the table and the runtime disagreed, which they must not.
+var orphanRuns atomic.Uint64
+
+// run calls the user's finalizer fn (as finFunc keeps it) on obj, whose
+// entry e was taken from the table, and counts the run.
+func (e *finEntry) run(obj any, fn unsafe.Pointer) {
 	start := monoNow()
 	site := e.site()
 	slot := site.w.begin(KindFinalizer, site, start)
 	switch e.call &^ callSampled {
 	case callAny:
-		f := *(*func(any))(unsafe.Pointer(&e.fn))
+		f := *(*func(any))(unsafe.Pointer(&fn))
 		f(obj)
 	case callPointer:
 		// A func(*T) with no results has the calling convention of a
 		// func(unsafe.Pointer): call it without reflection.
-		f := *(*func(unsafe.Pointer))(unsafe.Pointer(&e.fn))
+		f := *(*func(unsafe.Pointer))(unsafe.Pointer(&fn))
 		f(dataOf(&obj))
 	default:
-		reflect.ValueOf(*(*any)(e.fn)).Call([]reflect.Value{reflect.ValueOf(obj)})
+		reflect.ValueOf(*(*any)(fn)).Call([]reflect.Value{reflect.ValueOf(obj)})
 	}
 	end(slot)
 	site.executed.Add(1)
