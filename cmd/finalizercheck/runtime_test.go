@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the root module's directory, two levels up.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "finalizerwatch", "rtlink.go")); err != nil {
+		t.Skipf("not in the gcprobe repository: %v", err)
+	}
+	return root
+}
+
+// prepareRuntimeMode runs -runtime into a temporary directory and returns
+// the flag it printed last.
+func prepareRuntimeMode(t *testing.T, root string, extra ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := append([]string{"-runtime", dir, "-watchdir", filepath.Join(root, "finalizerwatch")}, extra...)
+	if rc := runtimeMain(args, &stdout, &stderr); rc != 0 {
+		t.Fatalf("finalizercheck -runtime: exit %d: %s", rc, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	flag := lines[len(lines)-1]
+	if !strings.HasPrefix(flag, "-overlay=") {
+		t.Fatalf("last line %q is not the -overlay flag", flag)
+	}
+	return flag
+}
+
+// scratchModule writes the test program and its dependency into a module
+// of their own that requires gcprobe from this repository, as a user's
+// module would.
+func scratchModule(t *testing.T, root string) string {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, content string) {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile := func(src, dst string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(dst, string(b))
+	}
+	write("go.mod", "module example.com/rtmode\n\ngo 1.26.0\n\nrequire (\n\tgithub.com/gcprobe/probe v0.0.0\n\texample.com/dep v0.0.0\n)\n\n"+
+		"replace github.com/gcprobe/probe => "+root+"\n\nreplace example.com/dep => ./dep\n")
+	write("dep/go.mod", "module example.com/dep\n\ngo 1.26.0\n")
+	copyFile(filepath.Join("testdata", "rtmode", "main.go.txt"), "rtmode/main.go")
+	copyFile(filepath.Join("testdata", "rtmode", "dep", "dep.go.txt"), "dep/dep.go")
+	// The root module's go.sum lets the scratch module resolve its
+	// requirements without asking the network for what the root already has.
+	copyFile(filepath.Join(root, "go.sum"), "go.sum")
+	return dir
+}
+
+func goRun(t *testing.T, dir string, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append([]string{"GOWORK=off", "GOFLAGS=-mod=mod"}, env...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// siteLine finds the program's line for kind at line n.
+func siteLine(out, kind string, line int) map[string]string {
+	re := regexp.MustCompile(`(?m)^site ` + kind + ` \S+:` + strconv.Itoa(line) + ` (.*)$`)
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		return nil
+	}
+	fields := map[string]string{}
+	for _, f := range strings.Fields(m[1]) {
+		k, v, _ := strings.Cut(f, "=")
+		fields[k] = strings.Trim(v, `"`)
+	}
+	return fields
+}
+
+// TestRuntimeModeEndToEnd builds a program that opens files, dials
+// connections and uses a dependency that calls runtime.SetFinalizer,
+// none of it through finalizerwatch, with the flag -runtime prints, and
+// checks that every registration is counted at its line: files kept open
+// outstanding, files and connections dropped without Close counted
+// dropped, closed ones cleared, the dependency at its own line. Then the
+// same with -race, with -trimpath and CGO_ENABLED=0, and without the flag,
+// where nothing changes from a plain build.
+func TestRuntimeModeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the standard library with a patched runtime")
+	}
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		t.Skipf("the end-to-end test runs on amd64 and arm64 (GOARCH=%s)", runtime.GOARCH)
+	}
+	root := repoRoot(t)
+	flag := prepareRuntimeMode(t, root)
+	dir := scratchModule(t, root)
+
+	check := func(t *testing.T, out string) {
+		t.Helper()
+		if !strings.Contains(out, "runtime mode: true") {
+			t.Fatalf("the program does not run in the runtime mode:\n%s", out)
+		}
+		want := []struct {
+			kind string
+			line int
+			res  map[string]string
+		}{
+			{"finalizer", 29, map[string]string{"res": "os.File", "reg": "20", "exec": "20", "dropped": "20", "out": "0"}},
+			{"finalizer", 33, map[string]string{"res": "os.File", "reg": "5", "out": "5", "dropped": "0"}},
+			{"finalizer", 37, map[string]string{"res": "os.File", "reg": "7", "clr": "7", "out": "0", "dropped": "0"}},
+			{"finalizer", 12, map[string]string{"res": "", "reg": "10", "exec": "10", "dropped": "0"}},
+			{"finalizer", 45, map[string]string{"res": "net.Conn", "reg": "4", "exec": "4", "dropped": "4"}},
+		}
+		for _, w := range want {
+			got := siteLine(out, w.kind, w.line)
+			if got == nil {
+				t.Errorf("no %s site at line %d:\n%s", w.kind, w.line, out)
+				continue
+			}
+			for k, v := range w.res {
+				if got[k] != v {
+					t.Errorf("%s line %d: %s = %q, want %q (%v)", w.kind, w.line, k, got[k], v, got)
+				}
+			}
+		}
+	}
+	t.Run("default", func(t *testing.T) { check(t, goRun(t, dir, nil, "run", flag, "./rtmode")) })
+	t.Run("race", func(t *testing.T) { check(t, goRun(t, dir, nil, "run", "-race", flag, "./rtmode")) })
+	t.Run("trimpath nocgo", func(t *testing.T) {
+		check(t, goRun(t, dir, []string{"CGO_ENABLED=0"}, "run", "-trimpath", flag, "./rtmode"))
+	})
+	t.Run("GOFLAGS", func(t *testing.T) {
+		check(t, goRun(t, dir, []string{"GOFLAGS=-mod=mod " + flag}, "run", "./rtmode"))
+	})
+	t.Run("without the flag", func(t *testing.T) {
+		out := goRun(t, dir, nil, "run", "./rtmode")
+		if !strings.Contains(out, "runtime mode: false") || !strings.Contains(out, "not built in the runtime build mode") {
+			t.Fatalf("without the flag the program should run as a plain build:\n%s", out)
+		}
+	})
+}
+
+// TestRuntimeModeRefusesAnUnverifiedRuntime gives -runtime a toolchain
+// whose mfinal.go differs from the one the patch was verified against:
+// it must refuse, naming what it could not find, and write no overlay.
+func TestRuntimeModeRefusesAnUnverifiedRuntime(t *testing.T) {
+	root := repoRoot(t)
+	goroot := t.TempDir()
+	src := filepath.Join(runtime.GOROOT(), "src", "runtime")
+	dst := filepath.Join(goroot, "src", "runtime")
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"mfinal.go", "mheap.go", "mcleanup.go"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "mfinal.go" {
+			// A vendor's patch, or another Go version: the registration
+			// no longer reads as the patch expects.
+			b = bytes.Replace(b, []byte("\tcallerpc := sys.GetCallerPC()\n"), []byte("\tcallerpc := sys.GetCallerPC() // changed\n"), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dst, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	rc := runtimeMain([]string{"-runtime", out, "-goroot", goroot, "-watchdir", filepath.Join(root, "finalizerwatch")}, &stdout, &stderr)
+	if rc == 0 {
+		t.Fatalf("-runtime accepted a runtime it cannot have verified:\n%s", stdout.String())
+	}
+	for _, w := range []string{"runtime/mfinal.go", "SetFinalizer's registration", "refusing to build a runtime it did not verify"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("refusal %q lacks %q", stderr.String(), w)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(out, "overlay.json")); err == nil {
+		t.Error("an overlay was written for a runtime that was refused")
+	}
+}
+
+// TestRuntimeModeMergesTheUsersOverlay merges a user's overlay, and
+// refuses one that replaces a file the mode replaces.
+func TestRuntimeModeMergesTheUsersOverlay(t *testing.T) {
+	root := repoRoot(t)
+	dir := t.TempDir()
+	user := filepath.Join(dir, "user.json")
+	os.WriteFile(user, []byte(`{"Replace":{"/x/a.go":"/y/a.go"}}`), 0o644)
+	flag := prepareRuntimeMode(t, root, "-overlay", user)
+	b, err := os.ReadFile(strings.TrimPrefix(flag, "-overlay="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o struct{ Replace map[string]string }
+	if err := json.Unmarshal(b, &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.Replace["/x/a.go"] != "/y/a.go" {
+		t.Errorf("the user's overlay entry is missing from %s", b)
+	}
+	conflict := filepath.Join(dir, "conflict.json")
+	mfinal := filepath.Join(runtime.GOROOT(), "src", "runtime", "mfinal.go")
+	os.WriteFile(conflict, []byte(`{"Replace":{`+strconvQuote(mfinal)+`:"/y/mfinal.go"}}`), 0o644)
+	var stdout, stderr bytes.Buffer
+	if rc := runtimeMain([]string{"-runtime", t.TempDir(), "-watchdir", filepath.Join(root, "finalizerwatch"), "-overlay", conflict}, &stdout, &stderr); rc == 0 ||
+		!strings.Contains(stderr.String(), "refusing to choose one") {
+		t.Errorf("a conflicting overlay was not refused: exit %d, %s", rc, stderr.String())
+	}
+}
+
+func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestHookTableLayout compares the runtime's hook table in the patch with
+// finalizerwatch's: the two sides must agree field for field.
+func TestHookTableLayout(t *testing.T) {
+	root := repoRoot(t)
+	tmpl, err := rtTemplates.ReadFile("rtpatch/gcprobe_hooks.go.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side, err := os.ReadFile(filepath.Join(root, "finalizerwatch", "runtime.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := func(src []byte, typ string) string {
+		re := regexp.MustCompile(`(?s)type ` + typ + ` struct \{(.*?)\n\}`)
+		m := re.FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("no struct %s", typ)
+		}
+		return strings.Join(strings.Fields(string(m[1])), " ")
+	}
+	if a, b := fields(tmpl, "gcprobeHookTable"), fields(side, "rtHookTable"); a != b {
+		t.Errorf("hook tables differ:\nruntime:       %s\nfinalizerwatch: %s", a, b)
+	}
+	version := func(src []byte, name string) string {
+		m := regexp.MustCompile(name + ` = (\d+)`).FindSubmatch(src)
+		if m == nil {
+			t.Fatalf("no %s", name)
+		}
+		return string(m[1])
+	}
+	if a, b := version(tmpl, "gcprobeHookVersion"), version(side, "rtHookVersion"); a != b {
+		t.Errorf("hook versions differ: runtime %s, finalizerwatch %s", a, b)
+	}
+}
