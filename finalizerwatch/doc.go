@@ -56,20 +56,28 @@
 // and usually the biggest sites. What a leak does that they do not is
 // grow. An entry is observed once in each GC cycle in which it registers
 // or is read (Top, Sites, SiteCounts, Stacks, Totals): its suspect count is
-// compared with the highest it has had. A site is ClassGrowing when its
-// suspects reached a new high in at least GrowthHighs (2) of its last
-// GrowthWindow (4) observations, ClassStable when it has suspects but is
-// not growing (a cache, a pool, a burst that stopped), and ClassChurn when
-// it has none. Top, and every exporter through CompareRank, ranks growing
-// sites first by Growth (the suspects gained over the window), then stable
-// sites by suspects, then churn.
+// compared with the highest it has had and with the previous
+// observation's. A site is ClassGrowing when its suspects reached a new
+// high in at least GrowthHighs (2) of its last GrowthWindow (4)
+// observations, or rose, by at least one, in each of its last GrowthRun
+// (8) observations, however far below an earlier high; ClassStable when it
+// has suspects but is not growing (a cache, a pool, a burst that stopped);
+// and ClassChurn when it has none. Top, and every exporter through
+// CompareRank, ranks growing sites first by Growth (the suspects gained
+// over the window: in new highs, or in every rise while the run lasts),
+// then stable sites by suspects, then churn.
 //
 // A leak that registers from the watcher's first cycle on is classed
 // growing in cycle SuspectCycles+1 (two new highs: its first registrations
 // become suspects in cycle SuspectCycles) and from then on outranks every
-// stable site, however slowly it leaks; a cache that fills up is growing
-// while it fills and for GrowthWindow-GrowthHighs observations after its
-// last new high, then stable (a site that no longer registers is observed
+// stable site, however slowly it leaks. A leak whose count first fell
+// below an earlier high (a start-up batch released at the same site, a
+// cache emptied, while the leak goes on) is classed growing once it has
+// risen for GrowthRun observations, and from then on likewise, long before
+// it beats that high. A cache that fills up is growing while it fills and
+// for GrowthWindow-GrowthHighs observations after its last new high, then
+// stable, however its count wavers below that high, unless it rises
+// GrowthRun times in a row (a site that no longer registers is observed
 // only when read: with a read every 30 s, that is a minute).
 // MoreCyclesNeeded says how many cycles are missing before the classes can
 // be trusted (SuspectCycles+GrowthWindow in all).

@@ -4,11 +4,21 @@ package finalizerwatch
 //
 // Once per GC cycle in which a site's ledger entry registers or is read
 // (an observation), its suspect count is compared with the highest the
-// entry has had before; a site is growing when that count reached a new
-// high in at least GrowthHighs of its last GrowthWindow observations,
-// stable when it has suspects but is not growing, and churn when it has
-// none. Growing sites rank first, by how much their suspects rose over
-// those observations (Growth).
+// entry has had before and with the previous observation's. A site is
+// growing when its suspect count reached a new high in at least
+// GrowthHighs of its last GrowthWindow observations, or rose in each of
+// its last GrowthRun observations (however far below an earlier peak);
+// stable when it has suspects but is not growing; churn when it has none.
+// Growing sites rank first, by how much their suspects rose over their
+// last GrowthWindow observations (Growth).
+//
+// New highs see a leak early: two observations of it are enough, and a
+// pool or a cache, however its count wavers below its high, makes none. A
+// run of rises sees a leak whose count fell first, below a high it will
+// take long to beat: a start-up batch released, a cache emptied, while the
+// leak goes on. A run must be long, as a cache's count may rise a few
+// times in a row by chance; it ends at the first observation that does not
+// rise.
 //
 // The state is 32 bytes per ledger entry, updated under the entry's
 // age-ring lock by the paths that already take it: the first registration
@@ -25,6 +35,11 @@ const (
 	// GrowthHighs is how many of those observations must find a new high
 	// of the site's suspect count for the site to be classed growing.
 	GrowthHighs = 2
+	// GrowthRun is the other way to be classed growing: the site's suspect
+	// count rose, by at least one, in each of its last GrowthRun
+	// observations (one per GC cycle in which it registers or is read),
+	// whatever its highest count before.
+	GrowthRun = 8
 )
 
 // Class is what the growth model makes of a site.
@@ -40,8 +55,9 @@ const (
 	// ClassStable: the site has suspects, long-lived registrations, but
 	// their count is not growing: a cache or a pool.
 	ClassStable
-	// ClassGrowing: the site's suspect count keeps reaching new highs: a
-	// leak, or a cache that is still filling.
+	// ClassGrowing: the site's suspect count keeps reaching new highs, or
+	// has risen GrowthRun observations in a row: a leak, or a cache that
+	// is still filling.
 	ClassGrowing
 )
 
@@ -59,20 +75,28 @@ func (c Class) String() string {
 }
 
 // growth is one ledger entry's growth-model state, guarded by its
-// ageRing's mu: 32 bytes.
+// ageRing's mu: 32 bytes. Suspect counts are kept in 32 bits, saturating:
+// 2^32 suspects at one site would take hundreds of GiB of the runtime's
+// finalizer and cleanup records alone.
 type growth struct {
 	last uint32 // GC cycle of the latest observation
 	i    uint8  // index in gains of the latest observation
-	any  bool   // observed at least once
+	// flags has growthSeen once the entry has been observed, and bit i
+	// (below GrowthWindow) while observation i found a new high.
+	flags uint8
 	// sus is the SuspectCycles the observations count suspects by: the
 	// watcher's, learnt at the entry's first read; 0 before that, when
 	// registrations observe by DefaultSuspectCycles.
-	sus  uint8
-	peak uint64 // the highest suspect count observed
-	// gains[i] is by how much observation i raised peak (0: no new high),
-	// saturating.
+	sus uint8
+	run uint8 // consecutive observations that rose, saturating
+	// peak is the highest suspect count observed, prev the latest's.
+	peak, prev uint32
+	// gains[i] is by how much observation i rose: above peak for a new
+	// high, above the observation before otherwise; 0 if it did not rise.
 	gains [GrowthWindow]uint32
 }
+
+const growthSeen = 1 << 7
 
 // suspectCycles is the threshold observations count suspects by.
 func (g *growth) suspectCycles() int {
@@ -99,38 +123,58 @@ func (g *growth) setSuspectCycles(n int) {
 // the entry was already observed in that cycle (or a later one, for a
 // path that loaded an older clock).
 func (g *growth) observe(cur uint32, suspect uint64) {
-	if g.any && cur-g.last-1 >= 1<<31 { // cur <= last, with wrap-around
+	if g.flags&growthSeen != 0 && cur-g.last-1 >= 1<<31 { // cur <= last, with wrap-around
 		return
 	}
-	g.any = true
+	g.flags |= growthSeen
 	g.last = cur
 	g.i = (g.i + 1) % GrowthWindow
+	bit := uint8(1) << g.i
+	g.flags &^= bit
+	n := uint32(min(suspect, math.MaxUint32))
 	var gain uint32
-	if suspect > g.peak {
-		gain = uint32(min(suspect-g.peak, math.MaxUint32))
-		g.peak = suspect
+	switch {
+	case n > g.peak:
+		gain = n - g.peak
+		g.peak = n
+		g.flags |= bit
+	case n > g.prev:
+		gain = n - g.prev
 	}
+	if n > g.prev {
+		g.run = uint8(min(int(g.run)+1, math.MaxUint8))
+	} else {
+		g.run = 0
+	}
+	g.prev = n
 	g.gains[g.i] = gain
 }
 
 // classify returns the entry's class given its current suspect count, and
-// its growth: the suspects gained in new highs over the window.
+// its growth: the suspects gained over the window, in new highs, or in
+// every rise while the count has risen GrowthRun times in a row.
 func (g *growth) classify(suspect uint64) (Class, uint64) {
 	highs := 0
-	var sum uint64
-	for _, x := range g.gains {
-		if x > 0 {
+	var inHighs, all uint64
+	for i, x := range g.gains {
+		all += uint64(x)
+		if g.flags&(1<<i) != 0 {
 			highs++
-			sum += uint64(x)
+			inHighs += uint64(x)
 		}
+	}
+	rising := g.run >= GrowthRun
+	grown := inHighs
+	if rising {
+		grown = all
 	}
 	switch {
 	case suspect == 0:
-		return ClassChurn, sum
-	case highs >= GrowthHighs:
-		return ClassGrowing, sum
+		return ClassChurn, grown
+	case highs >= GrowthHighs || rising:
+		return ClassGrowing, grown
 	}
-	return ClassStable, sum
+	return ClassStable, grown
 }
 
 // MoreCyclesNeeded returns how many more GC cycles must pass before the

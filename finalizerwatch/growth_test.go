@@ -3,6 +3,7 @@ package finalizerwatch
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -166,6 +167,37 @@ func TestGrowthScenarios(t *testing.T) {
 		want: func(int) []ranked { return []ranked{{"leak", g}, {"burst", s}, {"churn", c}} },
 		suspects: func(k int) map[string]uint64 {
 			return map[string]uint64{"burst": 1000, "leak": uint64(k - 2)}
+		},
+	}, {
+		// Issue 26, item 3: the leak's suspects fall far below the peak
+		// its start-up batch made, then rise again, 5 a cycle; they beat
+		// that peak only 200 cycles later.
+		name: "leak of 5 per cycle whose start-up batch of 1000 goes at cycle 6, stable pool of 1500, churn",
+		step: func(h *gcHarness, k int) {
+			if k == 1 {
+				h.keep("pool", 1500)
+				h.keep("leak", 1000)
+			}
+			if k == 6 {
+				h.evict("leak", 1000) // the batch, registered first
+			}
+			h.keep("leak", 5)
+			h.churn(2000)
+		},
+		want: func(k int) []ranked {
+			switch {
+			case k <= 7: // new highs: 1005, 1010, 1015 in cycles 3-5
+				return []ranked{{"leak", g}, {"pool", s}, {"churn", c}}
+			case k < 6+GrowthRun: // rising since cycle 7, not yet long enough
+				return []ranked{{"pool", s}, {"leak", s}, {"churn", c}}
+			}
+			return []ranked{{"leak", g}, {"pool", s}, {"churn", c}}
+		},
+		suspects: func(k int) map[string]uint64 {
+			if k <= 5 {
+				return map[string]uint64{"leak": uint64(1000 + 5*(k-2)), "pool": 1500}
+			}
+			return map[string]uint64{"leak": uint64(5 * (k - 2)), "pool": 1500}
 		},
 	}, {
 		name: fmt.Sprintf("leak of 1 per cycle beside %d registrations per cycle of churn", heavyChurn),
@@ -394,7 +426,10 @@ func TestGrowthModel(t *testing.T) {
 		{"new highs out of the window", []obs{{3, 1}, {4, 2}, {5, 2}, {6, 2}, {7, 2}, {8, 2}}, ClassStable, 0},
 		{"a drop and a recovery is no new high", []obs{{3, 10}, {4, 5}, {5, 10}, {6, 10}}, ClassStable, 10},
 		{"sparse reads", []obs{{3, 1}, {30, 40}}, ClassGrowing, 40},
-		{"gains saturate", []obs{{3, 1}, {4, 1 << 40}}, ClassGrowing, 1 + math.MaxUint32},
+		{"counts saturate", []obs{{3, 1}, {4, 1 << 40}}, ClassGrowing, math.MaxUint32},
+		{"a run of rises below an earlier peak", []obs{{1, 1000}, {2, 10}, {3, 11}, {4, 13}, {5, 14}, {6, 20}, {7, 21}, {8, 22}, {9, 23}, {10, 25}}, ClassGrowing, 1 + 1 + 1 + 2},
+		{"a run one short", []obs{{1, 1000}, {2, 10}, {3, 11}, {4, 13}, {5, 14}, {6, 20}, {7, 21}, {8, 22}, {9, 23}}, ClassStable, 0},
+		{"a run broken by a flat observation", []obs{{1, 1000}, {2, 10}, {3, 11}, {4, 13}, {5, 14}, {6, 20}, {7, 20}, {8, 22}, {9, 23}, {10, 25}}, ClassStable, 0},
 		{"clock wraps", []obs{{math.MaxUint32, 1}, {0, 2}}, ClassGrowing, 2},
 		{"no suspects now", []obs{{3, 1}, {4, 2}, {5, 0}}, ClassChurn, 2},
 	}
@@ -410,5 +445,117 @@ func TestGrowthModel(t *testing.T) {
 				t.Errorf("classify(%d) = %v, %d; want %v, %d", last, class, growth, tt.wantClass, tt.wantGrowth)
 			}
 		})
+	}
+}
+
+// observation is one read of a site by the growth model: its suspect count
+// in a GC cycle.
+type observation struct {
+	cycle   uint32
+	suspect uint64
+}
+
+// genPrefix generates an arbitrary history of n observations from cycle
+// 1, with gaps between cycles: fills, plateaus, drops and an early peak.
+func genPrefix(r *rand.Rand, n int) []observation {
+	var h []observation
+	cyc := uint32(0)
+	v := uint64(0)
+	for range n {
+		cyc += 1 + uint32(r.IntN(3))
+		switch r.IntN(5) {
+		case 0:
+			v += uint64(r.IntN(2000)) // a burst, a fill
+		case 1:
+			v -= min(v, uint64(r.IntN(3000))) // a release
+		case 2:
+			v = uint64(r.IntN(50)) // nearly all released
+		default: // flat, or a little noise
+			v = v + uint64(r.IntN(3)) - min(v, uint64(r.IntN(3)))
+		}
+		h = append(h, observation{cyc, v})
+	}
+	return h
+}
+
+// Any history that rises, by at least one suspect per observation, for
+// GrowthRun observations is growing from then on while it keeps rising,
+// whatever came before: an earlier peak far above it, drops, plateaus,
+// sparse observations (issue 26, item 3).
+func TestGrowthModelRisingAfterAnyPeak(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 3))
+	for n := range 3000 {
+		h := genPrefix(r, r.IntN(40))
+		var g growth
+		for _, o := range h {
+			g.observe(o.cycle, o.suspect)
+		}
+		var cyc uint32
+		var v uint64
+		if len(h) > 0 {
+			cyc, v = h[len(h)-1].cycle, h[len(h)-1].suspect
+		}
+		rises := GrowthRun + r.IntN(20)
+		for j := 1; j <= rises; j++ {
+			cyc += 1 + uint32(r.IntN(3))
+			v += 1 + uint64(r.IntN(4)*r.IntN(10))
+			g.observe(cyc, v)
+			h = append(h, observation{cyc, v})
+			class, grown := g.classify(v)
+			if j >= GrowthRun && (class != ClassGrowing || grown < GrowthWindow) {
+				t.Fatalf("history %d, rise %d of %d: %v with growth %d, want growing with at least %d\n%v", n, j, rises, class, grown, GrowthWindow, h)
+			}
+		}
+	}
+}
+
+// A pool or a cache that stopped filling is stable once GrowthWindow
+// observations have passed since its last new high, however its count
+// wavers below that high: noise of a few suspects, or dips refilled in
+// fewer than GrowthRun observations.
+func TestGrowthModelStablePoolStaysStable(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 4))
+	for n := range 3000 {
+		var g growth
+		var h []observation
+		cyc := uint32(0)
+		level := uint64(6 + r.IntN(5000))
+		// Filling up to level, in any number of steps.
+		for v := uint64(0); v < level; {
+			v = min(level, v+1+uint64(r.IntN(int(level))))
+			cyc++
+			h = append(h, observation{cyc, v})
+		}
+		filled := len(h)
+		noise := n%2 == 0
+		for len(h) < filled+200 {
+			if noise {
+				// At most six values: no run of GrowthRun rises.
+				cyc++
+				h = append(h, observation{cyc, level - uint64(r.IntN(6))})
+				continue
+			}
+			// A dip, refilled in fewer than GrowthRun observations, then
+			// a flat observation at the level.
+			low := level - uint64(r.IntN(int(level)))
+			steps := 1 + r.IntN(GrowthRun-1)
+			for j := range steps {
+				cyc++
+				h = append(h, observation{cyc, low + (level-low)*uint64(j)/uint64(steps)})
+			}
+			for range 1 + r.IntN(5) {
+				cyc++
+				h = append(h, observation{cyc, level})
+			}
+		}
+		for i, o := range h {
+			g.observe(o.cycle, o.suspect)
+			if i < filled-1+GrowthWindow {
+				continue
+			}
+			if class, _ := g.classify(o.suspect); o.suspect > 0 && class != ClassStable {
+				t.Fatalf("pool %d (level %d), observation %d: %v, want stable\n%v", n, level, i, class, h[:i+1])
+			}
+		}
 	}
 }
