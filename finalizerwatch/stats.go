@@ -62,8 +62,9 @@ type SiteStats struct {
 	// pool) or churn (no suspects). See Top.
 	Class Class
 	// Growth is how many suspects the site gained, in new highs of its
-	// suspect count, over its last GrowthWindow observations: what Top
-	// ranks growing sites by.
+	// suspect count (or in every rise, while the count has risen
+	// GrowthRun observations in a row), over its last GrowthWindow
+	// observations: what Top ranks growing sites by.
 	Growth uint64
 }
 
@@ -221,10 +222,12 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 // suspects, under the lock it already takes to fold the age ring) or is
 // read (a ranking, Top, Sites, SiteCounts, Stacks, Totals): its suspect count, the
 // outstanding registrations that survived at least SuspectCycles cycles, is
-// compared with the highest it has had. A site is growing when its suspect
-// count reached a new high in at least GrowthHighs of its last
-// GrowthWindow observations, stable when it has suspects but is not
-// growing, and churn when it has none. Growing sites rank first, by Growth
+// compared with the highest it has had and with the previous
+// observation's. A site is growing when its suspect count reached a new
+// high in at least GrowthHighs of its last GrowthWindow observations, or
+// rose in each of its last GrowthRun observations (however far below an
+// earlier high), stable when it has suspects but is not growing, and churn
+// when it has none. Growing sites rank first, by Growth
 // (the suspects they gained over those observations), then stable sites by
 // suspects, then churn by outstanding registrations; see CompareRank.
 //
@@ -232,9 +235,11 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 // cycle SuspectCycles+1 (its second new high) and ranks above every stable
 // site, whatever their size, however slowly it leaks; registrations
 // collected within a few cycles never make suspects, however many there
-// are. A cache or a burst that stops growing is classed stable once fewer
-// than GrowthHighs of the last GrowthWindow observations found a new high:
-// GrowthWindow-GrowthHighs observations after its last rise. A site that no
+// are. A leak whose count first fell below an earlier high is classed
+// growing after GrowthRun observations of rises. A cache or a burst that
+// stops growing is classed stable once fewer than GrowthHighs of the last
+// GrowthWindow observations found a new high: GrowthWindow-GrowthHighs
+// observations after its last new high. A site that no
 // longer registers is observed by rankings and reads only: with
 // RankEachCycle running, once per GC cycle; with reads rarer than GC
 // cycles (a scrape every 30 s), that takes that many reads. A watcher with a
