@@ -50,11 +50,11 @@ import (
 // compares them).
 type rtHookTable struct {
 	version        uintptr
-	finalizerSet   func(typ unsafe.Pointer) uint64
+	finalizerSet   func(typ unsafe.Pointer, pc uintptr) uint64
 	finalizerClear func(tok uint64)
 	finalizerStart func(tok uint64) uint64
 	finalizerDone  func(tok, state uint64)
-	cleanupAdd     func(typ unsafe.Pointer) uint64
+	cleanupAdd     func(typ unsafe.Pointer, pc uintptr) uint64
 	cleanupStop    func(tok uint64)
 	cleanupStart   func(tok uint64) uint64
 	cleanupDone    func(tok, state uint64)
@@ -135,20 +135,22 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 // Frames from rtRegister to the function that called the runtime: 1 the
 // hook (rtFinalizerSet, rtCleanupAdd), 2 the runtime's gcprobe helper
 // (gcprobeFinalizerSet, gcprobeCleanupAdded; not inlined), 3
-// runtime.SetFinalizer or runtime.AddCleanup, 4 its caller.
+// runtime.SetFinalizer or runtime.AddCleanup, 4 its caller, whose return
+// PC the runtime passes (sys.GetCallerPC).
 const rtCallerSkip = 4
 
 //go:noinline
-func rtFinalizerSet(typ unsafe.Pointer) uint64 { return rtRegister(KindFinalizer, typ) }
+func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 { return rtRegister(KindFinalizer, typ, pc) }
 
 //go:noinline
-func rtCleanupAdd(typ unsafe.Pointer) uint64 { return rtRegister(KindCleanup, typ) }
+func rtCleanupAdd(typ unsafe.Pointer, pc uintptr) uint64 { return rtRegister(KindCleanup, typ, pc) }
 
-// rtRegister counts a registration of kind k on an object of type typ and
-// returns its token, or 0 if it is not counted.
+// rtRegister counts a registration of kind k on an object of type typ
+// made at the return PC pc, and returns its token, or 0 if it is not
+// counted.
 //
 //go:noinline
-func rtRegister(k Kind, typ unsafe.Pointer) (tok uint64) {
+func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 	w := rtW.Load()
 	if w == nil {
 		return 0
@@ -161,7 +163,7 @@ func rtRegister(k Kind, typ unsafe.Pointer) (tok uint64) {
 			tok = 0
 		}
 	}()
-	s := w.rtSiteFor(k, stackcapture.CallerPC(rtCallerSkip), typ)
+	s := w.rtSite(k, pc, typ)
 	if s == nil {
 		return 0
 	}
@@ -173,8 +175,33 @@ func rtRegister(k Kind, typ unsafe.Pointer) (tok uint64) {
 	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits
 }
 
-// rtSiteFor returns the entry for a registration of kind k whose caller's
-// return PC is pc, or nil for gcprobe's own.
+// rtSite returns the entry for a registration of kind k whose caller's
+// return PC is pc, or nil for gcprobe's own: from the PC cache, else from
+// rtSiteFor.
+func (w *Watcher) rtSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
+	if c := rtPCs[k][(uint64(pc)*0x9e3779b97f4a7c15)>>(64-rtPCBits)].Load(); c != nil && c.pc == pc {
+		return c.s
+	}
+	return w.rtSiteFor(k, pc, typ)
+}
+
+// rtPCs caches, per kind, the entries of return PCs that are a site of
+// their own (the user's direct calls): a direct-mapped table of immutable
+// records, read with one atomic load, so that a registration at a known
+// line skips the site table's hashing and probing. Two PCs that map to one
+// slot take turns in it.
+var rtPCs [numKinds][1 << rtPCBits]atomic.Pointer[rtPC]
+
+const rtPCBits = 9
+
+type rtPC struct {
+	pc uintptr
+	s  *site
+}
+
+// rtSiteFor is rtSite past the PC cache.
+//
+//go:noinline
 func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	h, key := pcKey(k, pc)
 	s := w.sites.Get(h, key)
@@ -204,6 +231,9 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	}
 	switch {
 	case !s.indirect:
+		if s != &w.overflow[k] {
+			rtPCs[k][(uint64(pc)*0x9e3779b97f4a7c15)>>(64-rtPCBits)].Store(&rtPC{pc: pc, s: s})
+		}
 		return s
 	case s.own:
 		return nil
@@ -258,8 +288,9 @@ func (w *Watcher) rtIndirectSite(k Kind, typ unsafe.Pointer) *site {
 	return &w.overflow[k]
 }
 
-// rtSite returns the entry and registration cycle a token names, or nil.
-func rtSite(k Kind, tok uint64) (*site, uint32) {
+// rtTokenSite returns the entry and registration cycle a token names, or
+// nil.
+func rtTokenSite(k Kind, tok uint64) (*site, uint32) {
 	w := rtW.Load()
 	if w == nil {
 		return nil, 0
@@ -276,7 +307,7 @@ func rtFinalizerClear(tok uint64) { rtCleared(KindFinalizer, tok) }
 func rtCleanupStop(tok uint64)    { rtCleared(KindCleanup, tok) }
 
 func rtCleared(k Kind, tok uint64) {
-	if s, cyc := rtSite(k, tok); s != nil {
+	if s, cyc := rtTokenSite(k, tok); s != nil {
 		countCleared(k, s, nil, cyc)
 	}
 }
@@ -288,7 +319,7 @@ func rtCleanupStart(tok uint64) uint64   { return rtStart(KindCleanup, tok) }
 // for rtDone: the start (monoNow, which is never 0 after clockBase) and,
 // in the low bits, the running slot taken plus one (0: none).
 func rtStart(k Kind, tok uint64) uint64 {
-	s, _ := rtSite(k, tok)
+	s, _ := rtTokenSite(k, tok)
 	if s == nil {
 		return 0
 	}
@@ -311,7 +342,7 @@ func rtCleanupDone(tok, state uint64)   { rtDone(KindCleanup, tok, state) }
 
 // rtDone counts a callback's run, which rtStart began with state.
 func rtDone(k Kind, tok, state uint64) {
-	s, cyc := rtSite(k, tok)
+	s, cyc := rtTokenSite(k, tok)
 	if s == nil {
 		return
 	}

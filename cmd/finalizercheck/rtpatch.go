@@ -52,8 +52,8 @@ var joinPoints = []joinPoint{
 	systemstack(func() {
 		if !addfinalizer(e.data, (*funcval)(f.data), nret, fint, ot) {
 `,
-		advice: `	nret = gcprobeFinalizerSet(ot, nret)
-	callerpc := sys.GetCallerPC()
+		advice: `	callerpc := sys.GetCallerPC()
+	nret = gcprobeFinalizerSet(ot, nret, callerpc)
 	systemstack(func() {
 		if !addfinalizer(e.data, (*funcval)(f.data), nret, fint, ot) {
 `,
@@ -157,7 +157,7 @@ var joinPoints = []joinPoint{
 		arg:  unsafe.Pointer(argv),
 	})
 `,
-		advice: `	gcprobeTok := gcprobeCleanupAdded(abi.TypeFor[T]())
+		advice: `	gcprobeTok := gcprobeCleanupAdded(abi.TypeFor[T](), sys.GetCallerPC())
 	gcprobeCall, gcprobeArg := callCleanup[S], unsafe.Pointer(argv)
 	if gcprobeTok != 0 {
 		gcprobeCall, gcprobeArg = gcprobeCallCleanup[S], unsafe.Pointer(&gcprobeCleanupBox[S]{arg: arg, tok: gcprobeTok})
