@@ -5,6 +5,7 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,10 +22,16 @@ type Cleanup struct {
 }
 
 // Stop cancels the cleanup call, as runtime.Cleanup.Stop does: it has no
-// effect if the cleanup has already been queued for execution or run. A
-// stopped registration counts as cleared; if the runtime had already queued
-// the cleanup, so that it runs after all, it counts as executed instead,
-// once it runs. Stop on the zero Cleanup does nothing.
+// effect if the cleanup has already been queued for execution or run. Stop
+// on the zero Cleanup does nothing.
+//
+// runtime.Cleanup.Stop does not say whether it removed the cleanup, so a
+// stopped registration is counted only once its fate is known: as
+// executed, when it runs after all (the runtime had already queued it), or
+// as cleared, once the runtime's cleanup queue has been seen empty after
+// the Stop, so that it can no longer run (see settleStops). Until then,
+// usually a millisecond, it counts as outstanding, but no longer as a
+// suspect. So the cleared and executed counts never go down.
 func (c Cleanup) Stop() {
 	c.c.Stop()
 	if c.h == nil {
@@ -32,25 +39,145 @@ func (c Cleanup) Stop() {
 	}
 	f := c.h.state.Load() & cleanupSampled
 	if c.h.state.CompareAndSwap(cleanupPending|f, cleanupStopped|f) {
-		countCleared(KindCleanup, refSite(c.h.ref, f != 0), refSample(c.h.ref, f != 0), c.h.cyc)
+		refSite(c.h.ref, f != 0).done(KindCleanup, c.h.cyc)
+		stops.add(c.h)
 	}
 }
 
 // The states of a cleanup registration, which decide whether it is counted
-// as executed or as cleared. runtime.Cleanup.Stop does not say whether it
-// removed the cleanup, so Stop counts it cleared at once; if the runtime
-// had already queued it, it runs later, finds the state stopped, and moves
-// its count from cleared to executed: every cleanup that runs is counted
-// executed exactly once, and one counted cleared never runs.
+// as executed or as cleared. A registration is pending until it runs (ran:
+// counted executed) or is stopped. A stopped one runs if the runtime had
+// queued it before the Stop (ran: counted executed), and is otherwise
+// settled as cleared (counted cleared) once the runtime is known not to
+// run it: every cleanup runs exactly once or is counted cleared, and each
+// counter is added to once per registration, never taken back.
 const (
 	cleanupPending uint32 = iota
 	cleanupRan
 	cleanupStopped
+	cleanupCleared
 
 	// cleanupSampled is a flag beside the state: the registration was
 	// sampled, and ref is its *stackSample (see sample.go).
 	cleanupSampled uint32 = 1 << 8
 )
+
+// stopQueue holds the registrations stopped whose fate is not yet known,
+// for settleStops. A goroutine settles them while there are any
+// (settleLoop): it starts with the first Stop that finds none waiting and
+// ends when none is left.
+type stopQueue struct {
+	mu      sync.Mutex
+	pending []*cleanupHeader
+	spare   []*cleanupHeader // a slice of an earlier settling, reused
+	running bool             // settleLoop runs
+}
+
+var stops stopQueue
+
+// add records the stopped registration h, starting settleLoop if it is
+// not running. A lock and an append: Stop is not on the registration
+// path, and the append allocates only when the slice grows.
+func (q *stopQueue) add(h *cleanupHeader) {
+	q.mu.Lock()
+	q.pending = append(q.pending, h)
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		go settleLoop()
+	}
+}
+
+// len returns how many stopped registrations wait to be settled.
+func (q *stopQueue) len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+// settleLoop settles stopped registrations until none is left, looking
+// every millisecond at first, then less often while the runtime's cleanup
+// queue stays busy (up to every 100 ms: a cleanup that blocks holds the
+// queue up for good). It is the one other goroutine finalizerwatch starts,
+// as short-lived as the stops it waits on.
+func settleLoop() {
+	wait := time.Millisecond
+	for settleStops(true) > 0 {
+		time.Sleep(wait) // polling: the runtime has no way to tell when its queue empties
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// settle serialises settleStops and owns the sample buffer it reads the
+// runtime's cleanup queue into (metrics.Read's argument escapes).
+var settle struct {
+	mu      sync.Mutex
+	samples []metrics.Sample
+}
+
+// settleStops counts as cleared the stopped registrations whose cleanups
+// the runtime will not run, and returns how many are left waiting. It
+// ends settleLoop, if loop is true, when none is left.
+//
+// A stopped cleanup runs only if the runtime had queued it before the
+// Stop: the runtime queues a cleanup when it sweeps its dead object, and
+// runtime.Cleanup.Stop sweeps the object's span before it looks for the
+// cleanup, removing it if it is still there (mcleanup.go), so nothing is
+// queued after. And the runtime counts a cleanup executed only once it has
+// returned, after it counted it queued ("/gc/cleanups/executed" and
+// "/gc/cleanups/queued", read together, executed first, by
+// cleanupQueue.readQueueStats). So once a reading taken after the Stops
+// finds executed >= queued, every cleanup queued before them has run, and
+// a stopped registration that has not will never run. The queue may be
+// seen busy for a while (several cleanup goroutines take blocks of it in
+// any order, so nothing weaker than an empty queue will do); the stops
+// then wait for the next look.
+func settleStops(loop bool) int {
+	settle.mu.Lock()
+	defer settle.mu.Unlock()
+	stops.mu.Lock()
+	batch := stops.pending
+	stops.pending, stops.spare = stops.spare[:0], nil
+	stops.mu.Unlock()
+
+	left := batch[:0]
+	if len(batch) > 0 {
+		if settle.samples == nil {
+			settle.samples = []metrics.Sample{{Name: "/gc/cleanups/queued:cleanups"}, {Name: "/gc/cleanups/executed:cleanups"}}
+		}
+		metrics.Read(settle.samples)
+		q, x := settle.samples[0].Value, settle.samples[1].Value
+		drained := q.Kind() == metrics.KindUint64 && x.Kind() == metrics.KindUint64 && x.Uint64() >= q.Uint64()
+		for _, h := range batch {
+			f := h.state.Load() & cleanupSampled
+			switch {
+			case h.state.Load() != cleanupStopped|f:
+				// It ran after the Stop: counted executed.
+			case drained && h.state.CompareAndSwap(cleanupStopped|f, cleanupCleared|f):
+				s, smp := refSite(h.ref, f != 0), refSample(h.ref, f != 0)
+				s.cleared.Add(1)
+				if smp != nil {
+					smp.cleared.Add(1)
+				}
+			default:
+				left = append(left, h)
+			}
+		}
+	}
+	clear(batch[len(left):]) // let the settled records go
+
+	stops.mu.Lock()
+	defer stops.mu.Unlock()
+	stops.pending = append(stops.pending, left...)
+	clear(left)
+	stops.spare = batch[:0]
+	n := len(stops.pending)
+	if loop && n == 0 {
+		stops.running = false
+	}
+	return n
+}
 
 type cleanupHeader struct {
 	ref   unsafe.Pointer // *site, or *stackSample if sampled (see refSite)
@@ -93,12 +220,9 @@ func (r *cleanupRec[S]) run() {
 		s.done(KindCleanup, r.h.cyc)
 	case r.h.state.CompareAndSwap(cleanupStopped|f, cleanupRan|f):
 		// Stop came after the runtime had queued the cleanup: it did not
-		// stop it. Stop already took it off the outstanding ages.
+		// stop it. Stop already took it off the outstanding ages, and
+		// counted nothing (see settleStops).
 		s.executed.Add(1)
-		s.cleared.Add(^uint64(0))
-		if smp != nil {
-			smp.cleared.Add(^uint64(0))
-		}
 	default:
 		return // cannot happen: the runtime runs a cleanup once
 	}

@@ -88,6 +88,7 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 		}
 		return ok
 	}
+	awaitStopsSettled(t) // a Stop counts once it is known not to run: see Cleanup.Stop
 	check(false)
 	deadline := time.Now().Add(60 * time.Second)
 	for !check(true) {

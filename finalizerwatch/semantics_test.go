@@ -101,7 +101,8 @@ func (o *outcome) String() string {
 
 // drain runs GC cycles until every finalizer and cleanup queued by each
 // has finished: enough for an object that a finalizer resurrected, and
-// then dropped, to be collected and its later callbacks to run.
+// then dropped, to be collected and its later callbacks to run. Then it
+// waits until every Stop made before has been settled (see settleStops).
 func drain(t testing.TB) {
 	t.Helper()
 	r := queues.NewReader()
@@ -115,6 +116,13 @@ func drain(t testing.TB) {
 			}
 			time.Sleep(time.Millisecond) // polling: the callbacks run on other goroutines
 		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for settleStops(false) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Stops not settled in 20s", stops.len())
+		}
+		time.Sleep(time.Millisecond) // polling: the runtime's cleanup queue must be seen empty
 	}
 }
 
