@@ -18,10 +18,12 @@ import (
 // A Watcher keeps no goroutine of its own. It learns of GC cycles from the
 // process's one GC-cycle clock (internal/gcclock: a sentinel object with a finalizer
 // and one with a cleanup, re-arming themselves each time they run), shared
-// with memstats; Close stops the watcher's count of them. The one
-// goroutine finalizerwatch starts is short-lived: when the address table
+// with memstats; Close stops the watcher's count of them. The two
+// goroutines finalizerwatch starts are short-lived: when the address table
 // has shards to shrink after a burst, a GC cycle starts a pass over them
-// off the finalizer goroutine, which ends when it has looked at each.
+// off the finalizer goroutine, which ends when it has looked at each; and
+// while Cleanup.Stops wait to be settled, one looks every millisecond or
+// so for the runtime's cleanup queue to empty, and ends when none waits.
 type Watcher struct {
 	cfg config
 
