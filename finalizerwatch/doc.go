@@ -37,9 +37,11 @@
 // SuspectCycles (default 3) is a leak suspect.
 //
 // The watcher holds no reference to a registered object: for finalizers it
-// keeps the user's finalizer in a table keyed by the object's address (the
-// runtime would hold the finalizer just the same), and for cleanups one
-// record that the runtime passes to the cleanup. Running a finalizer or
+// keeps a record in a table keyed by the object's address, with the user's
+// finalizer where that is a function (a closure on the heap is held by the
+// runtime instead, in a closure of the watcher's: one allocation, so that a
+// direct clear lets go of it as it would without the watcher), and for
+// cleanups one record that the runtime passes to the cleanup. Running a finalizer or
 // cleanup through the watcher adds a table deletion (finalizers only), a
 // clock read (two for the one run in DurationSampleRate that is timed) and
 // a few atomic operations. The watcher keeps no goroutine of its own (see
