@@ -21,9 +21,17 @@ func (p *Probe) OpenConns() int {
 	if p.listener == nil {
 		return -1
 	}
-	return p.listener.open()
+	return p.listener.openConns()
 }
 
 // CheckBound is what the probe's listener checks and logs once bound to a,
 // for tests that must not bind beyond loopback to see it.
 func (p *Probe) CheckBound(a net.Addr) error { return p.checkBound(a) }
+
+// SetDeferAccept turns the listener's deferred accept on or off for the
+// probes started from now on, and returns a function that restores it.
+func SetDeferAccept(on bool) (restore func()) {
+	was := deferAcceptOn
+	deferAcceptOn = on
+	return func() { deferAcceptOn = was }
+}

@@ -139,9 +139,12 @@ func WithTopK(k int) Option {
 // address is an error, including ":9090" and "0.0.0.0:9090" (every
 // interface); WithUnauthenticatedListenAddr exposes it wider on purpose.
 // The listener bounds what clients can hold: at most MaxListenerConns
-// connections open at once (the next ones wait in the kernel's accept
-// queue), idle keep-alive connections closed after ListenerIdleTimeout, timeouts on every phase of a request, and the
-// limits on concurrent scrapes of Handler.
+// connections open at once (when all are taken, a new one takes the place
+// of one without a request in progress: silent, idle or slow to send its
+// header), a request header within ListenerReadHeaderTimeout, idle
+// keep-alive connections closed after ListenerIdleTimeout, timeouts on
+// every phase of a request, and the limits on concurrent scrapes of
+// Handler.
 func WithListenAddr(addr string) Option {
 	return func(c *config) error {
 		if err := checkListenAddr(addr, false); err != nil {

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -26,23 +27,32 @@ const (
 	ProfilePath = "/debug/pprof/finalizers"
 
 	// MaxListenerConns is the most connections the listener of
-	// WithListenAddr keeps open at once. It accepts no more until one
-	// closes: the connections beyond wait in the kernel's accept queue,
-	// costing the program nothing (a scrape waits rather than fails).
-	// Once more than half of them are open, each response closes its
-	// connection instead of keeping it alive, so that busy clients take
-	// turns rather than hold every place.
+	// WithListenAddr keeps open at once. When all are open, a new
+	// connection takes the place of the one that has waited longest
+	// without a request in progress (one that has sent nothing, is
+	// idle between requests or is slow to send its header); if every
+	// place serves a request, the new ones wait in the kernel's accept
+	// queue, costing the program nothing (a scrape waits rather than
+	// fails). Once more than half of them are open, each response
+	// closes its connection instead of keeping it alive, so that busy
+	// clients take turns rather than hold every place.
 	MaxListenerConns = 32
 	// ListenerIdleTimeout is how long the listener of WithListenAddr keeps
 	// an idle keep-alive connection open.
 	ListenerIdleTimeout = 5 * time.Second
+	// ListenerReadHeaderTimeout is how long the listener of WithListenAddr
+	// waits for a request's header, from the connection's start (or, kept
+	// alive, from the request's first byte), before closing the
+	// connection. A scraper sends its header in one packet; a client that
+	// connects and sends nothing holds a place this long at most, less
+	// when the listener is full (a new connection evicts it).
+	ListenerReadHeaderTimeout = 2 * time.Second
 
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	writeTimeout      = 30 * time.Second
-	shutdownTimeout   = 5 * time.Second
-	maxScrapes        = 8
-	queueWait         = 10 * time.Second
+	readTimeout     = 10 * time.Second
+	writeTimeout    = 30 * time.Second
+	shutdownTimeout = 5 * time.Second
+	maxScrapes      = 8
+	queueWait       = 10 * time.Second
 )
 
 func (p *Probe) listen() error {
@@ -55,6 +65,9 @@ func (p *Probe) listen() error {
 		return err
 	}
 	ln := newLimitListener(inner, MaxListenerConns)
+	if deferAcceptOn {
+		ln.deferred = deferAccept(inner)
+	}
 	h := p.Handler()
 	p.mu.Lock()
 	p.addr = ln.Addr()
@@ -62,13 +75,20 @@ func (p *Probe) listen() error {
 	p.mu.Unlock()
 	p.server = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if ln.open() > MaxListenerConns/2 {
+			if c, ok := r.Context().Value(connKey{}).(*limitConn); ok {
+				ln.serving(c)
+			}
+			if ln.openConns() > MaxListenerConns/2 {
 				// Busy: let the next client have this place.
 				w.Header().Set("Connection", "close")
 			}
 			h.ServeHTTP(w, r)
 		}),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ConnState: ln.connState,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+		ReadHeaderTimeout: ListenerReadHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       ListenerIdleTimeout,
@@ -105,8 +125,10 @@ func (p *Probe) checkBound(a net.Addr) error {
 // /debug/pprof/finalizers, GET and HEAD only (405 otherwise), 404 for any
 // other path. At most 8 scrapes and 4 profile builds run at once; the
 // others wait up to 10 s for their turn, then get 503. The listener of
-// WithListenAddr holds at most MaxListenerConns connections open and
-// closes those idle for ListenerIdleTimeout. Mount the handler yourself to
+// WithListenAddr holds at most MaxListenerConns connections open (a new
+// one takes the place of one without a request in progress), closes those
+// idle for ListenerIdleTimeout and those that send no request header
+// within ListenerReadHeaderTimeout. Mount the handler yourself to
 // serve both behind your own authentication (those connection limits are
 // then your server's to set). /metrics shows the probe's registerer if it
 // is also a prometheus.Gatherer (prometheus.DefaultRegisterer is), else the
@@ -178,39 +200,189 @@ func queue(n int, stop <-chan struct{}, h http.Handler) http.Handler {
 	})
 }
 
-// limitListener accepts at most n connections open at once; Accept waits
-// for one to close (or for the listener to close) before taking the next
-// from the kernel's queue. Unlike a server-side cap on requests, this
-// bounds the goroutines and buffers that idle connections hold.
+// deferAcceptOn is whether listen asks the kernel to defer accepting silent
+// connections (deferAccept); tests turn it off to see the eviction alone,
+// as on a system without TCP_DEFER_ACCEPT.
+var deferAcceptOn = true
+
+// limitListener keeps at most n connections open at once. When all n
+// are open, a new connection takes the place of the one that has waited
+// longest without a request in progress: a connection that has sent
+// nothing yet, one kept alive between requests, or one still sending its
+// request's header (a slow or silent client). Without that, clients that
+// connect and send nothing held every place for the read-header timeout,
+// and a scrape waited behind them in the kernel's accept queue for tens of
+// seconds (issue 26). A connection is not evicted in its first moments in
+// a state (evictGrace, headerGrace): a client that just connected has time
+// to send its request. If every place holds a request being served, Accept
+// waits for one to end: the cap holds.
 type limitListener struct {
 	net.Listener
 	slots     chan struct{} // one token per open connection, and Accept's
 	conns     atomic.Int64  // connections accepted and not yet closed
 	closed    chan struct{}
 	closeOnce sync.Once
+	wake      chan struct{} // a connection may have become evictable
+	// deferred is how long the kernel held back a connection whose
+	// client sent nothing (deferAccept), 0 if it does not: such a
+	// connection has been silent that long already when accepted.
+	deferred time.Duration
+
+	mu   sync.Mutex
+	open map[*limitConn]struct{} // guarded by mu, as each conn's state
 }
+
+// A connection is evicted only once it has been this long in its state:
+// evictGrace for one that has sent nothing or is idle between requests,
+// headerGrace for one whose request's header is still coming in.
+const (
+	evictGrace  = 250 * time.Millisecond
+	headerGrace = time.Second
+)
 
 func newLimitListener(l net.Listener, n int) *limitListener {
-	return &limitListener{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
+	return &limitListener{
+		Listener: l,
+		slots:    make(chan struct{}, n),
+		closed:   make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		open:     make(map[*limitConn]struct{}),
+	}
 }
 
-// Accept waits for a free place, then accepts a connection.
+// Accept waits for a free place, evicting a connection that holds one
+// without a request in progress, then accepts a connection.
 func (l *limitListener) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for taken := false; !taken; {
+		select {
+		case l.slots <- struct{}{}:
+			taken = true
+			continue
+		case <-l.closed:
+			return nil, net.ErrClosed
+		default:
+		}
+		// Full. Evict one (its Close gives its place back at once), or
+		// wait until one may be evicted or closes.
+		victim, wait := l.evictable(time.Now())
+		if victim != nil {
+			victim.Close()
+			continue
+		}
+		var tick <-chan time.Time
+		if wait > 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			tick = timer.C
+		}
+		select {
+		case l.slots <- struct{}{}:
+			taken = true
+		case <-l.closed:
+			return nil, net.ErrClosed
+		case <-l.wake:
+		case <-tick:
+		}
 	}
 	c, err := l.Listener.Accept()
 	if err != nil {
 		<-l.slots
 		return nil, err
 	}
+	lc := &limitConn{Conn: c, l: l, state: http.StateNew, since: time.Now()}
+	if l.deferred > 0 && !lc.spoke() {
+		// The kernel held it back that long for want of a request:
+		// count that time, so that it gives its place to the next
+		// connection at once.
+		lc.since = lc.since.Add(-l.deferred)
+	}
+	l.mu.Lock()
+	l.open[lc] = struct{}{}
+	l.mu.Unlock()
 	l.conns.Add(1)
-	return &limitConn{Conn: c, release: func() {
-		l.conns.Add(-1)
-		<-l.slots
-	}}, nil
+	return lc, nil
+}
+
+// evictable returns the connection without a request in progress that is
+// furthest past its grace, or, if none is, how long until the first may be
+// (0: none may until a request ends, which wakes Accept). A connection
+// whose client has sent nothing (as far as the server has read and the
+// kernel holds) gets evictGrace; one whose request's header is still
+// coming in, headerGrace; one idle between requests, evictGrace (an HTTP
+// client retries a request on a kept-alive connection that the server
+// closed).
+func (l *limitListener) evictable(now time.Time) (*limitConn, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var victim *limitConn
+	var overdue, wait time.Duration
+	for c := range l.open {
+		if c.serving {
+			continue
+		}
+		grace := evictGrace
+		if c.state != http.StateIdle && c.spoke() {
+			grace = headerGrace
+		}
+		d := now.Sub(c.since.Add(grace))
+		if d < 0 {
+			if wait == 0 || -d < wait {
+				wait = -d
+			}
+			continue
+		}
+		if victim == nil || d > overdue {
+			victim, overdue = c, d
+		}
+	}
+	return victim, wait
+}
+
+// connState is the server's ConnState hook: it follows each connection
+// from new (nothing read) to active (a request is coming in) to idle
+// (kept alive between requests).
+func (l *limitListener) connState(c net.Conn, s http.ConnState) {
+	lc, ok := c.(*limitConn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	if s != lc.state { // StateNew was set, and dated, by Accept
+		lc.state, lc.since = s, time.Now()
+	}
+	if s != http.StateActive {
+		lc.serving = false
+	}
+	l.mu.Unlock()
+	if s == http.StateIdle {
+		l.signal()
+	}
+}
+
+// serving marks c as serving a request, from the handler's start until the
+// connection is idle again or closed (the response is written in between):
+// it is not evicted meanwhile.
+func (l *limitListener) serving(c *limitConn) {
+	l.mu.Lock()
+	c.serving = true
+	l.mu.Unlock()
+}
+
+// signal wakes an Accept waiting for an evictable connection.
+func (l *limitListener) signal() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Close closes the listener and wakes an Accept waiting for a place.
@@ -219,18 +391,51 @@ func (l *limitListener) Close() error {
 	return l.Listener.Close()
 }
 
-// open returns how many connections are open.
-func (l *limitListener) open() int { return int(l.conns.Load()) }
+// openConns returns how many connections are open.
+func (l *limitListener) openConns() int { return int(l.conns.Load()) }
 
-// limitConn gives its place back when it is closed, once.
+// limitConn gives its place back when it is closed, once. state, since and
+// serving are guarded by the listener's mu.
 type limitConn struct {
 	net.Conn
+	l       *limitListener
 	once    sync.Once
-	release func()
+	state   http.ConnState
+	since   time.Time   // when it entered state
+	serving bool        // a handler has begun on its current request
+	read    atomic.Bool // the server has read bytes from it
+}
+
+// Read reads from the connection and notes that the client has spoken.
+func (c *limitConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.read.Load() {
+		c.read.Store(true)
+	}
+	return n, err
+}
+
+// spoke reports whether the client has sent anything on c: read by the
+// server, or waiting in the kernel to be read.
+func (c *limitConn) spoke() bool {
+	if c.read.Load() {
+		return true
+	}
+	spoke, _ := peekSpoke(c.Conn)
+	return spoke
 }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.open, c)
+		c.l.mu.Unlock()
+		c.l.conns.Add(-1)
+		<-c.l.slots
+	})
 	return err
 }
+
+// connKey is the request context key of the listener's connection.
+type connKey struct{}

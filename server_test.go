@@ -2,12 +2,14 @@ package probe_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -174,4 +176,127 @@ func TestListenerBoundsConnections(t *testing.T) {
 			t.Fatalf("scrape after the flood: %s", resp.Status)
 		}
 	})
+}
+
+// Issue 26, item 1: clients that connect, send nothing and reconnect when
+// closed held every place of the listener for the read-header timeout,
+// and a scrape waited behind them in the accept queue: 5–9 s with 64 such
+// clients, about 30 s with 256, past Prometheus's 10 s scrape timeout.
+// With 256 of them connected, scrapes on fresh connections are answered
+// promptly, and the listener still holds at most MaxListenerConns.
+//
+// It runs twice: as the listener is on Linux, where the kernel holds back
+// connections that have sent nothing (TCP_DEFER_ACCEPT), and with the
+// listener's eviction alone, as on other systems.
+func TestSilentClientsDoNotStarveScrapes(t *testing.T) {
+	t.Run("deferred accept", func(t *testing.T) { silentClientsScrape(t, true) })
+	t.Run("eviction alone", func(t *testing.T) { silentClientsScrape(t, false) })
+}
+
+func silentClientsScrape(t *testing.T, deferAccept bool) {
+	defer probe.SetDeferAccept(deferAccept)()
+	const (
+		silent  = 256
+		scrapes = 5
+		// Well under Prometheus's default 10 s scrape timeout, and
+		// generous for a busy machine running the race detector: by
+		// eviction alone the listener turns its places over every
+		// 250 ms (scrapes take about 2 s); with the deferred accept,
+		// milliseconds.
+		bound = 5 * time.Second
+	)
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	addr := p.Addr().String()
+
+	// The silent clients: each connects, sends nothing, waits for the
+	// server to close the connection and connects again, until the test
+	// ends them (60 s at most, whatever happens).
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var connects atomic.Int64
+	for range silent {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d net.Dialer
+			buf := make([]byte, 1)
+			for ctx.Err() == nil {
+				c, err := d.DialContext(ctx, "tcp", addr)
+				if err != nil {
+					select { // the accept queue may be full: pace the retry
+					case <-ctx.Done():
+					case <-time.After(10 * time.Millisecond):
+					}
+					continue
+				}
+				connects.Add(1)
+				unhook := context.AfterFunc(ctx, func() { c.Close() })
+				c.Read(buf) // until the server closes it, or the test ends
+				unhook()
+				c.Close()
+			}
+		}()
+	}
+	stopClients := func() {
+		cancel()
+		wg.Wait()
+	}
+	defer stopClients()
+
+	// Sample the open connections while the test runs.
+	var maxConns atomic.Int64
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for ctx.Err() == nil {
+			if n := int64(p.OpenConns()); n > maxConns.Load() {
+				maxConns.Store(n)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Millisecond): // sampling interval
+			}
+		}
+	}()
+
+	testkit.Poll(t, 30*time.Second, "every silent client to connect and the listener to be full", func() bool {
+		return connects.Load() >= silent && p.OpenConns() == probe.MaxListenerConns
+	})
+
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	var took []time.Duration
+	for i := range scrapes {
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/metrics")
+		d := time.Since(start)
+		if err != nil {
+			t.Fatalf("scrape %d with %d silent clients: %v after %v", i, silent, err, d.Round(time.Millisecond))
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("scrape %d: %s", i, resp.Status)
+		}
+		took = append(took, d)
+	}
+	before := connects.Load()
+	stopClients()
+	<-sampled
+	t.Logf("%d silent clients (%d connections made): scrapes took %v; at most %d connections open",
+		silent, before, took, maxConns.Load())
+	for i, d := range took {
+		if d > bound {
+			t.Errorf("scrape %d took %v with %d silent clients, want under %v", i, d.Round(time.Millisecond), silent, bound)
+		}
+	}
+	if m := maxConns.Load(); m > probe.MaxListenerConns {
+		t.Errorf("%d connections open at once, cap %d", m, probe.MaxListenerConns)
+	}
 }
