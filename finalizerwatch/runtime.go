@@ -132,12 +132,22 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 	}, nil
 }
 
-// Frames from rtRegister to the function that called the runtime: 1 the
-// hook (rtFinalizerSet, rtCleanupAdd), 2 the runtime's gcprobe helper
-// (gcprobeFinalizerSet, gcprobeCleanupAdded; not inlined), 3
-// runtime.SetFinalizer or runtime.AddCleanup, 4 its caller, whose return
-// PC the runtime passes (sys.GetCallerPC).
-const rtCallerSkip = 4
+// fromPC returns the part of a stack captured inside the hook that begins
+// at the registering frame: at pc, the return PC into the caller of
+// runtime.SetFinalizer or AddCleanup that the runtime passes
+// (sys.GetCallerPC). The frames between (the hook's, the runtime's) are
+// found by that PC rather than counted, so that inlining decisions in
+// either cannot shift the stack. If pc is not among them (a walk that
+// fell back to runtime.Callers may write another PC for an inlined
+// frame), the stack is kept whole.
+func fromPC(pcs []uintptr, pc uintptr) []uintptr {
+	for i, p := range pcs {
+		if p == pc {
+			return pcs[i:]
+		}
+	}
+	return pcs
+}
 
 //go:noinline
 func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 { return rtRegister(KindFinalizer, typ, pc) }
@@ -214,8 +224,8 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 				return &w.overflow[k]
 			}
 			var pcs [stackcapture.MaxDepth]uintptr
-			n := stackcapture.CallersChecked(rtCallerSkip+1, pcs[:])
-			stk := w.stacks.Intern(pcs[:n])
+			n := stackcapture.CallersChecked(0, pcs[:])
+			stk := w.stacks.Intern(fromPC(pcs[:n], pc))
 			if s = w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk) }); s == nil {
 				return &w.overflow[k]
 			}
@@ -238,7 +248,7 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	case s.own:
 		return nil
 	}
-	return w.rtIndirectSite(k, typ)
+	return w.rtIndirectSite(k, pc, typ)
 }
 
 // rtIndirectSite finds the site of a registration the runtime was asked
@@ -249,10 +259,11 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 // so that a line that opens files and starts processes keeps them apart.
 //
 //go:noinline
-func (w *Watcher) rtIndirectSite(k Kind, typ unsafe.Pointer) *site {
+func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	var pcs [stackcapture.MaxDepth]uintptr
-	// 0 rtIndirectSite, 1 rtRegister, then as rtCallerSkip.
-	n := stackcapture.Callers(rtCallerSkip+1, pcs[:])
+	n := stackcapture.Callers(0, pcs[:])
+	stack := fromPC(pcs[:n], pc)
+	n = copy(pcs[:], stack)
 	if n == 0 {
 		return nil
 	}
@@ -270,7 +281,7 @@ func (w *Watcher) rtIndirectSite(k Kind, typ unsafe.Pointer) *site {
 	if at < 0 {
 		at = max(0, n-2) // the goroutine's first function, above runtime.goexit
 	}
-	pc := pcs[at]
+	pc = pcs[at]
 	h, key := pcKey(k, pc)
 	key.hash = uint64(uintptr(typ))
 	h ^= key.hash * 0x9e3779b97f4a7c15

@@ -71,6 +71,7 @@ func scratchModule(t *testing.T, root string) string {
 	write("dep/go.mod", "module example.com/dep\n\ngo 1.26.0\n")
 	copyFile(filepath.Join("testdata", "rtmode", "main.go.txt"), "rtmode/main.go")
 	copyFile(filepath.Join("testdata", "rtmode", "dep", "dep.go.txt"), "dep/dep.go")
+	copyFile(filepath.Join("testdata", "rtmode", "probe", "main.go.txt"), "rtprobe/main.go")
 	// The root module's go.sum lets the scratch module resolve its
 	// requirements without asking the network for what the root already has.
 	copyFile(filepath.Join(root, "go.sum"), "go.sum")
@@ -272,5 +273,49 @@ func TestHookTableLayout(t *testing.T) {
 	}
 	if a, b := version(tmpl, "gcprobeHookVersion"), version(side, "rtHookVersion"); a != b {
 		t.Errorf("hook versions differ: runtime %s, finalizerwatch %s", a, b)
+	}
+}
+
+// TestRuntimeModeThroughTheProbe runs a program that starts the probe and
+// keeps files open, more each GC cycle, at one line and drops them without
+// Close at another, none of it through finalizerwatch: the Report, /metrics
+// and the profile name both lines, the first growing and the second
+// dropped, and the runtime's finalizers are all watched.
+func TestRuntimeModeThroughTheProbe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the standard library with a patched runtime")
+	}
+	root := repoRoot(t)
+	flag := prepareRuntimeMode(t, root)
+	dir := scratchModule(t, root)
+	prof := filepath.Join(t.TempDir(), "finalizers.pb.gz")
+	out := goRun(t, dir, nil, "run", flag, "./rtprobe", prof)
+	for _, w := range []*regexp.Regexp{
+		regexp.MustCompile(`runtime build mode: every registration in the binary is counted`),
+		regexp.MustCompile(`main\.main main\.go:32 \(os\.File\)\s+finalizer\s+growing\s+\+\d+\s+160\s+0\s+160`),
+		regexp.MustCompile(`dropped without Close: 48 os\.File opened at main\.main main\.go:36`),
+		regexp.MustCompile(`(?m)^gcprobe_finalizers_registered_total\{kind="finalizer",site="main\.main \S+/rtprobe/main\.go:32"\} 160$`),
+		regexp.MustCompile(`(?m)^gcprobe_finalizers_dropped_total\{kind="finalizer",resource="os\.File",site="main\.main \S+/rtprobe/main\.go:36"\} 48$`),
+		regexp.MustCompile(`(?m)^gcprobe_finalizers_dropped_total\{kind="finalizer",resource="os\.File",site="main\.main \S+/rtprobe/main\.go:32"\} 0$`),
+		regexp.MustCompile(`(?m)^gcprobe_finalizers_unwatched_total\{kind="finalizer"\} 0$`),
+	} {
+		if !w.MatchString(out) {
+			t.Errorf("output lacks %s", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("output:\n%s", out)
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-lines", "-sample_index=outstanding", prof).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, top)
+	}
+	if !regexp.MustCompile(`(?m)\b160\s.*main\.main \S+main\.go:32\b`).Match(top) {
+		t.Errorf("the profile does not show the 160 files outstanding at main.go:32:\n%s", top)
+	}
+	// Registration stacks begin at the frame that called the runtime
+	// (os.newFile), never inside the hooks.
+	if bytes.Contains(top, []byte("gcprobe_hooks.go")) || bytes.Contains(top, []byte("finalizerwatch.rt")) {
+		t.Errorf("the profile's stacks hold the hooks' frames:\n%s", top)
 	}
 }

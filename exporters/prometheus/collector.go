@@ -164,13 +164,14 @@ func (c *Collector) sendSite(ch chan<- prometheus.Metric, labels []*dto.LabelPai
 type gauges struct {
 	outstanding, suspect uint64
 	growing              uint64 // 1 for a site classed growing; for "other", how many are
-	// resource marks a site registered through the standard library in the
-	// runtime build mode: its dropped_total series is sent, 0 or not.
-	resource bool
+	// resource names what a site registered through the standard library
+	// in the runtime build mode (finalizerwatch.SiteStats.Resource): its
+	// dropped_total series is sent, 0 or not, with this resource label.
+	resource string
 }
 
 func siteGauges(s *finalizerwatch.SiteStats) gauges {
-	g := gauges{outstanding: s.Outstanding, suspect: s.Suspect, resource: s.Resource != ""}
+	g := gauges{outstanding: s.Outstanding, suspect: s.Suspect, resource: s.Resource}
 	if s.Class == finalizerwatch.ClassGrowing {
 		g.growing = 1
 	}

@@ -36,6 +36,9 @@ type descs struct {
 
 var descriptors = sync.OnceValue(func() *descs {
 	site := []string{labelKind, labelSite}
+	// dropped_total names what was dropped: the bounded set of types the
+	// standard library registers (finalizerwatch.Resource).
+	resource := []string{labelKind, "resource", labelSite}
 	kind := []string{labelKind}
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
@@ -50,7 +53,7 @@ var descriptors = sync.OnceValue(func() *descs {
 		cleared: d("gcprobe_finalizers_cleared_total",
 			"Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.", site),
 		dropped: d("gcprobe_finalizers_dropped_total",
-			"Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.", site),
+			"Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.", resource),
 		suspect: d("gcprobe_finalizers_suspect_objects",
 			"Outstanding registrations at the site that have survived at least the watcher's SuspectCycles GC cycles: leak suspects.", site),
 		growing: d("gcprobe_finalizers_growing",

@@ -36,8 +36,10 @@
 //	gcprobe_finalizers_registered_total        counter    kind, site  registered through the watcher
 //	gcprobe_finalizers_executed_total          counter    kind, site  ran to completion
 //	gcprobe_finalizers_cleared_total           counter    kind, site  cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running
-//	gcprobe_finalizers_dropped_total           counter    kind, site  ran for a file, connection, os.Root or os.Process dropped without Close
-//	                                                                  (runtime build mode; sent for sites registered through the standard library)
+//	gcprobe_finalizers_dropped_total           counter    kind, resource, site
+//	                                                                  ran for a file, connection, os.Root or os.Process dropped without Close
+//	                                                                  (runtime build mode; sent for sites registered through the standard library;
+//	                                                                  resource is finalizerwatch.SiteStats.Resource, "" under site="other")
 //	gcprobe_finalizers_suspect_objects         gauge      kind, site  outstanding and survived >= the watcher's SuspectCycles GC cycles
 //	gcprobe_finalizers_growing                 gauge      kind, site  1 while the growth model classes the site growing (a leak), else 0;
 //	                                                                  under site="other", how many growing sites are outside the top K

@@ -103,8 +103,22 @@ func newSiteMetrics(d *descs, labels []*dto.LabelPair, g gauges, v []uint64, bou
 	set(3, d.cleared, v[vCleared], false)
 	set(4, d.suspect, g.suspect, true)
 	set(5, d.growing, g.growing, true)
-	if g.resource || v[vDropped] > 0 {
-		sm.dropped = &scalarMetric{desc: d.dropped, labels: labels, value: float64(v[vDropped])}
+	if g.resource != "" || v[vDropped] > 0 {
+		// labels are sorted by name (kind, site): resource goes between.
+		withRes := make([]*dto.LabelPair, 0, len(labels)+1)
+		name, value := "resource", validLabel(g.resource)
+		added := false
+		for _, l := range labels {
+			if !added && l.GetName() > name {
+				withRes = append(withRes, &dto.LabelPair{Name: &name, Value: &value})
+				added = true
+			}
+			withRes = append(withRes, l)
+		}
+		if !added {
+			withRes = append(withRes, &dto.LabelPair{Name: &name, Value: &value})
+		}
+		sm.dropped = &scalarMetric{desc: d.dropped, labels: withRes, value: float64(v[vDropped])}
 	}
 
 	n := len(bounds)
