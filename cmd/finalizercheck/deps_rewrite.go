@@ -192,6 +192,13 @@ func rewrite(src []byte, orig string, edits []edit) ([]byte, error) {
 	var out bytes.Buffer
 	out.WriteString(directive(1))
 	at := 0
+	if bytes.HasPrefix(src, byteOrderMark) {
+		// The compiler takes a byte-order mark only as a file's first
+		// bytes, and the directive must come first: drop the mark, which
+		// means nothing to Go (the edits' offsets count it, so skip it
+		// rather than cut it off).
+		at = len(byteOrderMark)
+	}
 	for i := 0; i < len(edits); {
 		// A cluster: this edit and those that start before the line after
 		// it ends.
@@ -219,6 +226,10 @@ func rewrite(src []byte, orig string, edits []edit) ([]byte, error) {
 	out.Write(src[at:])
 	return blankUnusedRuntime(out.Bytes(), orig)
 }
+
+// byteOrderMark is UTF-8's, which the Go compiler accepts at the start of
+// a file.
+var byteOrderMark = []byte("\ufeff")
 
 // blankUnusedRuntime turns an import of runtime that src no longer uses
 // into import _ "runtime", which keeps its line and compiles.

@@ -70,6 +70,18 @@ func TestRewriteKeepsLines(t *testing.T) {
 			want: []string{"\t_ \"runtime\"\n"},
 		},
 		{
+			// Issue 26, item 7: the directive was written before the
+			// mark, which the compiler takes only as a file's first
+			// bytes ("illegal byte order mark").
+			name: "a file that starts with a byte-order mark",
+			give: "\ufeffpackage m\n\nimport \"runtime\"\n\nfunc f(p *int) {\n\truntime.SetFinalizer(p, nil) // marker: a\n}\n",
+			changes: []change{
+				{"\"runtime\"", "\"github.com/gcprobe/probe/finalizerwatch\""},
+				{"runtime.SetFinalizer", "finalizerwatch.SetFinalizer"},
+			},
+			want: []string{"//line " + orig + ":1\npackage m\n"},
+		},
+		{
 			name:    "overlapping edits",
 			give:    "package m\n\nimport \"runtime\"\n\nvar _ = runtime.SetFinalizer\n",
 			changes: []change{{"runtime.SetFinalizer", "x"}, {"time.Set", "y"}},
