@@ -168,6 +168,60 @@ func readGoEnv() (*goEnv, error) {
 	return &e, nil
 }
 
+// checkDir refuses a DIR where writing the prepared build would change
+// the user's module or another one: the main module's own directory (its
+// go.mod and go.sum would be overwritten, and the copies land inside it),
+// a directory that holds Go files of the main module (the go.mod written
+// there would cut them out of it), or one whose go.mod is another
+// module's. A directory of its own, inside the module or not, is fine.
+func (c *depsConfig) checkDir(env *goEnv) error {
+	root := filepath.Dir(env.GOMOD)
+	own := " -deps writes a go.mod, a go.sum and copies of modules into DIR, and promises to leave your module alone: prepare the build in a directory of its own, such as " + filepath.Join(os.TempDir(), "gcprobe-deps")
+	if sameDir(c.dir, root) {
+		return fmt.Errorf("%s is the main module's directory (%s):%s", c.dir, env.GOMOD, own)
+	}
+	if rel, err := filepath.Rel(root, c.dir); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if gos, _ := filepath.Glob(filepath.Join(c.dir, "*.go")); len(gos) > 0 {
+			return fmt.Errorf("%s holds Go files of the main module (%s), which the go.mod written there would cut out of it:%s", c.dir, filepath.Base(gos[0]), own)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, "go.mod"))
+	if err != nil {
+		return nil // none yet, or none readable: writing it will say
+	}
+	orig, err := os.ReadFile(env.GOMOD)
+	if err != nil {
+		return err
+	}
+	if got, main := modulePath(b), modulePath(orig); got != main {
+		return fmt.Errorf("%s is the go.mod of module %s, not a build prepared for %s:%s", filepath.Join(c.dir, "go.mod"), got, main, own)
+	}
+	return nil
+}
+
+// sameDir reports whether a and b name the same directory.
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// modulePath returns the path of the module statement of go.mod text, ""
+// if it has none.
+func modulePath(gomod []byte) string {
+	for l := range strings.Lines(string(gomod)) {
+		l, _, _ = strings.Cut(l, "//")
+		f := strings.Fields(l)
+		if len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], "\"`")
+		}
+	}
+	return ""
+}
+
 // vendored reports whether the main module builds from its vendor
 // directory by default.
 func vendored(env *goEnv) bool {
@@ -243,6 +297,9 @@ type depsReport struct {
 func (c *depsConfig) run(stdout io.Writer) error {
 	env, err := readGoEnv()
 	if err != nil {
+		return err
+	}
+	if err := c.checkDir(env); err != nil {
 		return err
 	}
 	vendor := vendored(env)

@@ -135,33 +135,16 @@ func (t *depsTree) copyModule(mc *moduleCopy) error {
 	if mc.mod.Replace != nil {
 		src = mc.mod.Replace.Dir
 	}
-	var list []string // files to copy, relative to src, in walk order
+	list, err := moduleFiles(src)
+	if err != nil {
+		return fmt.Errorf("copying module %s: %v", mc.mod.Path, err)
+	}
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s@%s\n%s\n", depsFormat, mc.mod.Path, mc.mod.Version, src)
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+	for _, rel := range list {
+		b, err := os.ReadFile(filepath.Join(src, rel))
 		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if d.IsDir() {
-			if rel == "." {
-				return nil
-			}
-			name := d.Name()
-			if name == ".git" || name == ".hg" || name == ".svn" {
-				return filepath.SkipDir
-			}
-			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
-				return filepath.SkipDir // a module of its own
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
+			return fmt.Errorf("copying module %s: %v", mc.mod.Path, err)
 		}
 		sum := sha256.Sum256(b)
 		fmt.Fprintf(h, "%q %x\n", rel, sum)
@@ -169,11 +152,6 @@ func (t *depsTree) copyModule(mc *moduleCopy) error {
 			sum = sha256.Sum256(text)
 			fmt.Fprintf(h, "rewritten %x\n", sum)
 		}
-		list = append(list, rel)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("copying module %s: %v", mc.mod.Path, err)
 	}
 	if !slices.Contains(list, "go.mod") {
 		fmt.Fprintf(h, "synthesized go.mod\n")
@@ -214,6 +192,72 @@ func (t *depsTree) copyModule(mc *moduleCopy) error {
 	}
 	t.actions = append(t.actions, fmt.Sprintf("wrote %s (%s, %d files rewritten)", mc.dst, mc.mod.Path, len(mc.files)))
 	return nil
+}
+
+// moduleFiles returns the files of the module whose directory is src,
+// relative to it, in lexical order (as filepath.WalkDir visits them),
+// leaving out version control directories and nested modules. It follows
+// symbolic links as the go command does: a link to a file is a file of its
+// package (its target is copied), a link to a directory may hold a
+// package. A link that leads back to a directory already visited, or to
+// one that holds the module, is not followed; a dangling one is left out,
+// as the go command cannot use it either.
+func moduleFiles(src string) ([]string, error) {
+	root, err := filepath.EvalSymlinks(src)
+	if err != nil {
+		return nil, err
+	}
+	var list []string
+	visited := map[string]bool{root: true}
+	var walk func(dir, rel string) error
+	walk = func(dir, rel string) error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			name, path := e.Name(), filepath.Join(dir, e.Name())
+			r := filepath.Join(rel, name)
+			typ := e.Type()
+			link := typ&fs.ModeSymlink != 0
+			if link {
+				fi, err := os.Stat(path)
+				if err != nil {
+					continue // dangling
+				}
+				typ = fi.Mode().Type()
+			}
+			switch {
+			case typ.IsRegular():
+				list = append(list, r)
+			case typ.IsDir():
+				if name == ".git" || name == ".hg" || name == ".svn" {
+					continue
+				}
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					continue // a module of its own
+				}
+				if link {
+					real, err := filepath.EvalSymlinks(path)
+					if err != nil || visited[real] || within(root, real) {
+						continue
+					}
+					visited[real] = true
+				}
+				if err := walk(path, r); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return list, walk(src, "")
+}
+
+// within reports whether path is dir or lies beneath it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // removeStale removes the copies under DIR/mod that an earlier run made
