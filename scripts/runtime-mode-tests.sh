@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+#
+# runtime-mode-tests.sh runs, built in the runtime build mode
+# (finalizercheck -runtime), the tests that say the mode changes nothing:
+# the runtime's own finalizer and cleanup tests with the hooks live (a
+# checking hook table, added to the runtime's tests only, throws if a
+# registration's token does not come back exactly once), the os and net
+# tests that open, close and drop files and connections, and the ledger's
+# own runtime-mode tests with -race. The patched standard library is built
+# once and then cached by the go command.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+goroot=$(go env GOROOT)
+cat >"$work/tests.json" <<JSON
+{"Replace": {
+	"$goroot/src/runtime/gcprobe_hooks_check_test.go": "$root/cmd/finalizercheck/rtpatch/hooks_check_test.go.tmpl",
+	"$goroot/src/runtime/gcprobe_hooks_live_test.go": "$root/cmd/finalizercheck/rtpatch/hooks_check_x_test.go.tmpl"
+}}
+JSON
+flag=$(cd cmd/finalizercheck && GOWORK=off go run . -runtime "$work/rt" -watchdir "$root/finalizerwatch" -overlay "$work/tests.json" | tail -n 1)
+echo "runtime-mode-tests: $flag"
+
+echo "== the runtime's finalizer and cleanup tests, the hooks live and checking"
+go test -count=1 "$flag" -run 'Finalizer|Cleanup|Gcprobe' runtime
+
+echo "== os and net tests that open, close and drop files and connections"
+go test -count=1 -short "$flag" -run 'Close|Open|File|Root|Pipe|Process' os
+go test -count=1 -short "$flag" -run 'Close|Dial|Accept|Listen|Conn' net
+
+echo "== the ledger's runtime-mode tests, with -race"
+go test -count=1 -race "$flag" -run 'RuntimeMode' ./finalizerwatch/
