@@ -20,15 +20,15 @@ cat >"$work/tests.json" <<JSON
 	"$goroot/src/runtime/gcprobe_hooks_live_test.go": "$root/cmd/finalizercheck/rtpatch/hooks_check_x_test.go.tmpl"
 }}
 JSON
-flag=$(cd cmd/finalizercheck && GOWORK=off go run . -runtime "$work/rt" -watchdir "$root/finalizerwatch" -overlay "$work/tests.json" | tail -n 1)
-echo "runtime-mode-tests: $flag"
+flags=$(cd cmd/finalizercheck && GOWORK=off go run . -runtime "$work/rt" -overlay "$work/tests.json" | tail -n 1)
+echo "runtime-mode-tests: $flags"
 
 echo "== the runtime's finalizer and cleanup tests, the hooks live and checking"
-go test -count=1 "$flag" -run 'Finalizer|Cleanup|Gcprobe' runtime
+go test -count=1 $flags -run 'Finalizer|Cleanup|Gcprobe' runtime
 
 echo "== os and net tests that open, close and drop files and connections"
-go test -count=1 -short "$flag" -run 'Close|Open|File|Root|Pipe|Process' os
-go test -count=1 -short "$flag" -run 'Close|Dial|Accept|Listen|Conn' net
+go test -count=1 -short $flags -run 'Close|Open|File|Root|Pipe|Process' os
+go test -count=1 -short $flags -run 'Close|Dial|Accept|Listen|Conn' net
 
 echo "== the ledger's runtime-mode tests, with -race"
-go test -count=1 -race "$flag" -run 'RuntimeMode' ./finalizerwatch/
+go test -count=1 -race $flags -run 'RuntimeMode' ./finalizerwatch/

@@ -24,15 +24,20 @@ import (
 // reads, not a program it runs for every compile; it composes with -race,
 // -trimpath, -cover, cgo and GOFLAGS as any build does, and the go command
 // caches the patched runtime like any other package (the standard library
-// is rebuilt once). Its one constraint, that a build takes one -overlay,
-// is met by merging the user's own overlay into it.
+// is rebuilt once). Its constraints: a build takes one -overlay, met by
+// merging the user's own overlay into it; and the go command refuses to
+// overlay files beneath GOMODCACHE, so gcprobe's side is selected by a
+// build tag (gcprobe_runtime, finalizerwatch/rtlink_on.go) rather than by
+// replacing a file of the gcprobe module, which users have in the module
+// cache, and a toolchain that GOTOOLCHAIN downloaded into the module cache
+// is refused with advice.
 
-//go:embed rtpatch/gcprobe_hooks.go.tmpl rtpatch/rtlink.go.tmpl
+//go:embed rtpatch/gcprobe_hooks.go.tmpl
 var rtTemplates embed.FS
 
-// rtlinkStubMarker is the line finalizerwatch/rtlink.go carries while it
-// is the stub that the mode replaces.
-const rtlinkStubMarker = "gcprobe:rtlink stub"
+// runtimeTag selects finalizerwatch/rtlink_on.go, which links the ledger
+// to the hooks.
+const runtimeTag = "gcprobe_runtime"
 
 // isRuntimeFlag reports whether arg asks for the -runtime mode.
 func isRuntimeFlag(arg string) bool {
@@ -44,24 +49,24 @@ func isRuntimeFlag(arg string) bool {
 	return false
 }
 
-const runtimeUsage = `usage: finalizercheck -runtime DIR [-overlay file]
+const runtimeUsage = `usage: finalizercheck -runtime DIR [-tags list] [-overlay file]
 
 Prepare, in DIR, the runtime build mode: a patched copy of the Go
 runtime's finalizer and cleanup code, verified against the installed
 toolchain's source, whose hooks report every registration in the binary
 (the standard library's and every dependency's included) to gcprobe's
-ledger. Run it in the module that builds the program (it finds the
-finalizerwatch package the module uses). The last line printed is the
-flag to add to go build, go test and go run. -overlay merges your own
-overlay file into the mode's (GOFLAGS' -overlay is merged too).
+ledger. The last line printed is the flags to add to go build, go test
+and go run: an -overlay and -tags=gcprobe_runtime. If you build with
+-tags or -overlay of your own, pass them here (GOFLAGS' are read): the
+printed flags include them, since a build takes one of each.
 `
 
 // runtimeConfig is what the command line of the -runtime mode says.
 type runtimeConfig struct {
-	dir      string // where to write the mode's files, absolute
-	overlay  string // the user's own overlay file, merged
-	goroot   string // the toolchain whose runtime is patched (default: go env GOROOT)
-	watchDir string // finalizerwatch's directory (default: from go list)
+	dir     string // where to write the mode's files, absolute
+	overlay string // the user's own overlay file, merged
+	tags    string // the user's own build tags, merged
+	goroot  string // the toolchain whose runtime is patched (default: go env GOROOT)
 }
 
 func parseRuntimeArgs(args []string, stderr io.Writer) (*runtimeConfig, error) {
@@ -70,8 +75,8 @@ func parseRuntimeArgs(args []string, stderr io.Writer) (*runtimeConfig, error) {
 	fs.Usage = func() { fmt.Fprint(stderr, runtimeUsage) }
 	dir := fs.String("runtime", "", "prepare the mode in `DIR`")
 	overlay := fs.String("overlay", "", "merge this overlay `file` into the mode's")
+	tags := fs.String("tags", "", "your own build `tags`, included in the printed -tags")
 	goroot := fs.String("goroot", "", "patch this toolchain's runtime instead of go env GOROOT's (for tests)")
-	watchDir := fs.String("watchdir", "", "finalizerwatch's directory instead of go list's answer (for tests)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -85,7 +90,7 @@ func parseRuntimeArgs(args []string, stderr io.Writer) (*runtimeConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runtimeConfig{dir: abs, overlay: *overlay, goroot: *goroot, watchDir: *watchDir}, nil
+	return &runtimeConfig{dir: abs, overlay: *overlay, tags: *tags, goroot: *goroot}, nil
 }
 
 // runtimeMain runs the -runtime mode with args (the command line without
@@ -107,7 +112,7 @@ func runtimeMain(args []string, stdout, stderr io.Writer) int {
 
 // rtEnv is the part of go env the mode depends on.
 type rtEnv struct {
-	GOROOT, GOVERSION, GOARCH, GOFLAGS string
+	GOROOT, GOVERSION, GOARCH, GOFLAGS, GOMODCACHE string
 }
 
 // pointer32 lists the architectures whose pointers are 32 bits wide: a
@@ -115,7 +120,7 @@ type rtEnv struct {
 var pointer32 = []string{"386", "arm", "mips", "mipsle"}
 
 func (c *runtimeConfig) run(stdout io.Writer) error {
-	out, err := goCmd("env", "-json", "GOROOT", "GOVERSION", "GOARCH", "GOFLAGS")
+	out, err := goCmd("env", "-json", "GOROOT", "GOVERSION", "GOARCH", "GOFLAGS", "GOMODCACHE")
 	if err != nil {
 		return err
 	}
@@ -134,22 +139,14 @@ func (c *runtimeConfig) run(stdout io.Writer) error {
 	if c.goroot != "" {
 		version = "the toolchain at " + goroot
 	}
+	if env.GOMODCACHE != "" && within(goroot, env.GOMODCACHE) {
+		return fmt.Errorf("%s lives in the module cache (%s), where the go command lets no overlay replace a file: "+
+			"a toolchain that GOTOOLCHAIN downloaded cannot be patched. Install %s outside the module cache "+
+			"(its release archive, or golang.org/dl) and run -runtime with that go on PATH", version, goroot, env.GOVERSION)
+	}
 	patched, err := patchRuntime(filepath.Join(goroot, "src", "runtime"), version)
 	if err != nil {
 		return err
-	}
-
-	watchDir := c.watchDir
-	if watchDir == "" {
-		out, err := goCmd("list", "-f", "{{.Dir}}", watchPackage)
-		if err != nil {
-			return fmt.Errorf("finding %s from this module (run -runtime in the module that builds the program; it must require %s): %w", watchPackage, gcprobeModule, err)
-		}
-		watchDir = strings.TrimSpace(string(out))
-	}
-	stub := filepath.Join(watchDir, "rtlink.go")
-	if b, err := os.ReadFile(stub); err != nil || !bytes.Contains(b, []byte(rtlinkStubMarker)) {
-		return fmt.Errorf("%s is not the stub this finalizercheck replaces (%q): use the finalizercheck of the same gcprobe version as the module", stub, rtlinkStubMarker)
 	}
 
 	// Write the files, then the overlay that names them.
@@ -171,17 +168,8 @@ func (c *runtimeConfig) run(stdout io.Writer) error {
 		return err
 	}
 	replace[filepath.Join(goroot, "src", "runtime", "gcprobe_hooks.go")] = dst
-	link, _ := rtTemplates.ReadFile("rtpatch/rtlink.go.tmpl")
-	if err := os.MkdirAll(filepath.Join(c.dir, "finalizerwatch"), 0o755); err != nil {
-		return err
-	}
-	dst = filepath.Join(c.dir, "finalizerwatch", "rtlink.go")
-	if err := os.WriteFile(dst, link, 0o644); err != nil {
-		return err
-	}
-	replace[stub] = dst
 
-	merged, err := mergeOverlays(replace, c.overlay, overlayInGoflags(env.GOFLAGS))
+	merged, err := mergeOverlays(replace, c.overlay, flagInGoflags(env.GOFLAGS, "overlay"))
 	if err != nil {
 		return err
 	}
@@ -193,10 +181,11 @@ func (c *runtimeConfig) run(stdout io.Writer) error {
 	if err := os.WriteFile(overlayFile, append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "# runtime build mode for %s (%s): patched %s, added runtime/gcprobe_hooks.go, linked %s\n",
-		env.GOVERSION, env.GOARCH, strings.Join(slices.Sorted(maps.Keys(patched)), ", "), stub)
-	fmt.Fprintln(stdout, "# add this flag to go build, go test and go run (the standard library is rebuilt once, then cached):")
-	fmt.Fprintf(stdout, "-overlay=%s\n", overlayFile)
+	tags := mergeTags(runtimeTag, flagInGoflags(env.GOFLAGS, "tags"), c.tags)
+	fmt.Fprintf(stdout, "# runtime build mode for %s (%s): patched runtime/%s, added runtime/gcprobe_hooks.go\n",
+		env.GOVERSION, env.GOARCH, strings.Join(slices.Sorted(maps.Keys(patched)), ", runtime/"))
+	fmt.Fprintln(stdout, "# add these flags to go build, go test and go run (the standard library is rebuilt once, then cached):")
+	fmt.Fprintf(stdout, "-overlay=%s -tags=%s\n", overlayFile, tags)
 	return nil
 }
 
@@ -225,16 +214,32 @@ func patchRuntime(dir, version string) (map[string][]byte, error) {
 	return files, nil
 }
 
-// overlayInGoflags returns the -overlay file that GOFLAGS names, if any.
-func overlayInGoflags(goflags string) string {
+// flagInGoflags returns the value GOFLAGS gives the flag name, if any
+// (GOFLAGS holds -flag=value words only).
+func flagInGoflags(goflags, name string) string {
+	v := ""
 	for _, f := range strings.Fields(goflags) {
-		for _, p := range []string{"-overlay=", "--overlay="} {
-			if v, ok := strings.CutPrefix(f, p); ok {
-				return v
+		for _, p := range []string{"-" + name + "=", "--" + name + "="} {
+			if rest, ok := strings.CutPrefix(f, p); ok {
+				v = rest // the last one wins, as in the go command
 			}
 		}
 	}
-	return ""
+	return v
+}
+
+// mergeTags joins build tag lists (comma- or space-separated), each tag
+// once, in order.
+func mergeTags(lists ...string) string {
+	var out []string
+	for _, l := range lists {
+		for _, t := range strings.FieldsFunc(l, func(r rune) bool { return r == ',' || r == ' ' }) {
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // mergeOverlays adds the entries of the user's overlay files to the mode's

@@ -20,28 +20,33 @@ func repoRoot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "finalizerwatch", "rtlink.go")); err != nil {
-		t.Skipf("not in the gcprobe repository: %v", err)
+	if _, err := os.Stat(filepath.Join(root, "finalizerwatch", "rtlink_on.go")); err != nil {
+		t.Fatalf("the runtime mode's tests run in the gcprobe repository: %v", err)
 	}
 	return root
 }
 
 // prepareRuntimeMode runs -runtime into a temporary directory and returns
-// the flag it printed last.
-func prepareRuntimeMode(t *testing.T, root string, extra ...string) string {
+// the flags it printed on its last line.
+func prepareRuntimeMode(t *testing.T, extra ...string) []string {
 	t.Helper()
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	args := append([]string{"-runtime", dir, "-watchdir", filepath.Join(root, "finalizerwatch")}, extra...)
+	args := append([]string{"-runtime", dir}, extra...)
 	if rc := runtimeMain(args, &stdout, &stderr); rc != 0 {
 		t.Fatalf("finalizercheck -runtime: exit %d: %s", rc, stderr.String())
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	flag := lines[len(lines)-1]
-	if !strings.HasPrefix(flag, "-overlay=") {
-		t.Fatalf("last line %q is not the -overlay flag", flag)
+	flags := strings.Fields(lines[len(lines)-1])
+	if len(flags) != 2 || !strings.HasPrefix(flags[0], "-overlay=") || !strings.HasPrefix(flags[1], "-tags=gcprobe_runtime") {
+		t.Fatalf("last line %q is not the -overlay and -tags flags", lines[len(lines)-1])
 	}
-	return flag
+	return flags
+}
+
+// goArgs joins go command arguments around the mode's flags.
+func goArgs(before []string, flags []string, after ...string) []string {
+	return append(append(append([]string(nil), before...), flags...), after...)
 }
 
 // scratchModule writes the test program and its dependency into a module
@@ -121,7 +126,7 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		t.Skipf("the end-to-end test runs on amd64 and arm64 (GOARCH=%s)", runtime.GOARCH)
 	}
 	root := repoRoot(t)
-	flag := prepareRuntimeMode(t, root)
+	flags := prepareRuntimeMode(t)
 	dir := scratchModule(t, root)
 
 	check := func(t *testing.T, out string) {
@@ -153,13 +158,15 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	t.Run("default", func(t *testing.T) { check(t, goRun(t, dir, nil, "run", flag, "./rtmode")) })
-	t.Run("race", func(t *testing.T) { check(t, goRun(t, dir, nil, "run", "-race", flag, "./rtmode")) })
+	t.Run("default", func(t *testing.T) { check(t, goRun(t, dir, nil, goArgs([]string{"run"}, flags, "./rtmode")...)) })
+	t.Run("race", func(t *testing.T) {
+		check(t, goRun(t, dir, nil, goArgs([]string{"run", "-race"}, flags, "./rtmode")...))
+	})
 	t.Run("trimpath nocgo", func(t *testing.T) {
-		check(t, goRun(t, dir, []string{"CGO_ENABLED=0"}, "run", "-trimpath", flag, "./rtmode"))
+		check(t, goRun(t, dir, []string{"CGO_ENABLED=0"}, goArgs([]string{"run", "-trimpath"}, flags, "./rtmode")...))
 	})
 	t.Run("GOFLAGS", func(t *testing.T) {
-		check(t, goRun(t, dir, []string{"GOFLAGS=-mod=mod " + flag}, "run", "./rtmode"))
+		check(t, goRun(t, dir, []string{"GOFLAGS=-mod=mod " + strings.Join(flags, " ")}, "run", "./rtmode"))
 	})
 	t.Run("without the flag", func(t *testing.T) {
 		out := goRun(t, dir, nil, "run", "./rtmode")
@@ -173,7 +180,6 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 // whose mfinal.go differs from the one the patch was verified against:
 // it must refuse, naming what it could not find, and write no overlay.
 func TestRuntimeModeRefusesAnUnverifiedRuntime(t *testing.T) {
-	root := repoRoot(t)
 	goroot := t.TempDir()
 	src := filepath.Join(runtime.GOROOT(), "src", "runtime")
 	dst := filepath.Join(goroot, "src", "runtime")
@@ -196,7 +202,7 @@ func TestRuntimeModeRefusesAnUnverifiedRuntime(t *testing.T) {
 	}
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	rc := runtimeMain([]string{"-runtime", out, "-goroot", goroot, "-watchdir", filepath.Join(root, "finalizerwatch")}, &stdout, &stderr)
+	rc := runtimeMain([]string{"-runtime", out, "-goroot", goroot}, &stdout, &stderr)
 	if rc == 0 {
 		t.Fatalf("-runtime accepted a runtime it cannot have verified:\n%s", stdout.String())
 	}
@@ -213,12 +219,11 @@ func TestRuntimeModeRefusesAnUnverifiedRuntime(t *testing.T) {
 // TestRuntimeModeMergesTheUsersOverlay merges a user's overlay, and
 // refuses one that replaces a file the mode replaces.
 func TestRuntimeModeMergesTheUsersOverlay(t *testing.T) {
-	root := repoRoot(t)
 	dir := t.TempDir()
 	user := filepath.Join(dir, "user.json")
 	os.WriteFile(user, []byte(`{"Replace":{"/x/a.go":"/y/a.go"}}`), 0o644)
-	flag := prepareRuntimeMode(t, root, "-overlay", user)
-	b, err := os.ReadFile(strings.TrimPrefix(flag, "-overlay="))
+	flags := prepareRuntimeMode(t, "-overlay", user)
+	b, err := os.ReadFile(strings.TrimPrefix(flags[0], "-overlay="))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,13 +238,38 @@ func TestRuntimeModeMergesTheUsersOverlay(t *testing.T) {
 	mfinal := filepath.Join(runtime.GOROOT(), "src", "runtime", "mfinal.go")
 	os.WriteFile(conflict, []byte(`{"Replace":{`+strconvQuote(mfinal)+`:"/y/mfinal.go"}}`), 0o644)
 	var stdout, stderr bytes.Buffer
-	if rc := runtimeMain([]string{"-runtime", t.TempDir(), "-watchdir", filepath.Join(root, "finalizerwatch"), "-overlay", conflict}, &stdout, &stderr); rc == 0 ||
+	if rc := runtimeMain([]string{"-runtime", t.TempDir(), "-overlay", conflict}, &stdout, &stderr); rc == 0 ||
 		!strings.Contains(stderr.String(), "refusing to choose one") {
 		t.Errorf("a conflicting overlay was not refused: exit %d, %s", rc, stderr.String())
 	}
 }
 
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
+
+// TestRuntimeModeMergesTheUsersTags: a build takes one -tags, so the
+// printed one holds the user's tags, from GOFLAGS and from -tags.
+func TestRuntimeModeMergesTheUsersTags(t *testing.T) {
+	t.Setenv("GOFLAGS", "-tags=fromenv,shared")
+	flags := prepareRuntimeMode(t, "-tags", "shared,mine")
+	if flags[1] != "-tags=gcprobe_runtime,fromenv,shared,mine" {
+		t.Errorf("printed %s, want -tags=gcprobe_runtime,fromenv,shared,mine", flags[1])
+	}
+}
+
+// TestRuntimeModeRefusesAToolchainInTheModuleCache: the go command lets no
+// overlay replace a file beneath GOMODCACHE, where GOTOOLCHAIN puts the
+// toolchains it downloads; -runtime says so instead of printing flags that
+// fail.
+func TestRuntimeModeRefusesAToolchainInTheModuleCache(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("GOMODCACHE", cache)
+	goroot := filepath.Join(cache, "golang.org", "toolchain@v0.0.1-go1.99.0.linux-amd64")
+	var stdout, stderr bytes.Buffer
+	if rc := runtimeMain([]string{"-runtime", t.TempDir(), "-goroot", goroot}, &stdout, &stderr); rc == 0 ||
+		!strings.Contains(stderr.String(), "lives in the module cache") || !strings.Contains(stderr.String(), "outside the module cache") {
+		t.Errorf("exit %d, %q: want a refusal that says the toolchain is in the module cache and what to do", rc, stderr.String())
+	}
+}
 
 // TestHookTableLayout compares the runtime's hook table in the patch with
 // finalizerwatch's: the two sides must agree field for field.
@@ -250,6 +280,10 @@ func TestHookTableLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	side, err := os.ReadFile(filepath.Join(root, "finalizerwatch", "runtime.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := os.ReadFile(filepath.Join(root, "finalizerwatch", "rtlink_on.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,6 +308,12 @@ func TestHookTableLayout(t *testing.T) {
 	if a, b := version(tmpl, "gcprobeHookVersion"), version(side, "rtHookVersion"); a != b {
 		t.Errorf("hook versions differ: runtime %s, finalizerwatch %s", a, b)
 	}
+	// The tag the printed flags set selects the file that links to the
+	// runtime's variable, by its name in the patch.
+	if !bytes.Contains(link, []byte("//go:build "+runtimeTag+"\n")) || !bytes.Contains(link, []byte("runtime.gcprobeHooks")) ||
+		!bytes.Contains(tmpl, []byte("var gcprobeHooks unsafe.Pointer")) {
+		t.Error("finalizerwatch/rtlink_on.go is not built by the tag, or does not link runtime.gcprobeHooks")
+	}
 }
 
 // TestRuntimeModeThroughTheProbe runs a program that starts the probe and
@@ -286,10 +326,10 @@ func TestRuntimeModeThroughTheProbe(t *testing.T) {
 		t.Skip("builds the standard library with a patched runtime")
 	}
 	root := repoRoot(t)
-	flag := prepareRuntimeMode(t, root)
+	flags := prepareRuntimeMode(t)
 	dir := scratchModule(t, root)
 	prof := filepath.Join(t.TempDir(), "finalizers.pb.gz")
-	out := goRun(t, dir, nil, "run", flag, "./rtprobe", prof)
+	out := goRun(t, dir, nil, goArgs([]string{"run"}, flags, "./rtprobe", prof)...)
 	for _, w := range []*regexp.Regexp{
 		regexp.MustCompile(`runtime build mode: every registration in the binary is counted`),
 		regexp.MustCompile(`main\.main main\.go:32 \(os\.File\)\s+finalizer\s+growing\s+\+\d+\s+160\s+0\s+160`),
