@@ -26,6 +26,7 @@ func raceSetClear(w *Watcher, o *big, fin func(*big)) {
 			defer wg.Done()
 			ready.Add(1)
 			for ready.Load() < 2 {
+				runtime.Gosched()
 			}
 			if f == nil {
 				w.SetFinalizer(o, nil)
