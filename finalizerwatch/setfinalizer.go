@@ -176,10 +176,13 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 	// The entry and the runtime's finalizer change together, under the
 	// lock of the address's shard (see clearFinalizer). The runtime gives
 	// its own answer to a finalizer already set on obj: it ends the
-	// program, whether that finalizer is the watcher's or one set
-	// directly. An entry found here is one the runtime no longer holds
-	// (cleared directly, or its object freed and the address reused), or
-	// the runtime would not have returned: it counts as cleared outside.
+	// program (mfinal.go, SetFinalizer: addfinalizer finds a finalizer
+	// special and it throws "finalizer already set"), whether that
+	// finalizer is the watcher's or one set directly, which the watcher
+	// must never discard. An entry found here is one the runtime no longer
+	// holds (cleared directly, or its object freed and the address
+	// reused), or the runtime would not have returned: it counts as
+	// cleared outside.
 	sh, h := objs.lock(addr)
 	old, replaced := objs.putLocked(sh, h, addr, e)
 	runtime.SetFinalizer(obj, fin)
@@ -193,7 +196,10 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 // heldFinalizer returns the finalizer the runtime is given for the user's
 // finalizer when that is a closure on the heap: a closure that holds it,
 // so that the runtime, not the address table, keeps it alive, exactly as
-// long as the runtime would keep it itself. A finalizer cleared directly
+// long as the runtime would keep it itself (the GC marks a finalizer
+// special's fn as a root, mgcmark.go markrootSpans, until the special is
+// removed by a clear, mfinal.go removefinalizer, or queued to run). A
+// finalizer cleared directly
 // with runtime.SetFinalizer leaves its table entry behind (nothing tells
 // the watcher); were the user's closure in the entry, it would stay in
 // memory until the address is registered again, with all it reaches, the
@@ -250,12 +256,15 @@ func imageBounds() (lo, hi uintptr) {
 	lo = reflect.ValueOf(imageBounds).Pointer()
 	hi = uintptr(unsafe.Pointer(&imageEnd))
 	var static any = runFinalizer
-	heap := new([64]byte)
-	if p, q := uintptr(dataOf(&static)), uintptr(unsafe.Pointer(heap)); !(lo < p && p < hi) || (lo < q && q < hi) {
+	imageProbe = new([64]byte) // on the heap: it escapes
+	if p, q := uintptr(dataOf(&static)), uintptr(unsafe.Pointer(imageProbe)); !(lo < p && p < hi) || (lo < q && q < hi) {
 		return 0, 0
 	}
 	return lo, hi
 }
+
+// imageProbe is a heap object imageBounds checks is outside the bounds.
+var imageProbe *[64]byte
 
 // inImage reports whether p, a func value, is in the executable's image
 // (see imageLo).
