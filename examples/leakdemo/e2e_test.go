@@ -28,10 +28,16 @@ import (
 // its base URL; the demo stops when the test ends.
 func startDemo(t *testing.T, topK int) (base string, out *testkit.SyncBuffer) {
 	t.Helper()
+	return startPacedDemo(t, topK, timedPacer{})
+}
+
+// startPacedDemo is startDemo with the queue trouble at pace's pace.
+func startPacedDemo(t *testing.T, topK int, pace queuePacer) (base string, out *testkit.SyncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &testkit.SyncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, out, "127.0.0.1:0", time.Second, topK) }()
+	go func() { done <- run(ctx, out, "127.0.0.1:0", time.Second, topK, pace) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

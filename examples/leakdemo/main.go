@@ -45,13 +45,15 @@ func main() {
 		ctx, cancel = context.WithTimeout(ctx, *duration)
 		defer cancel()
 	}
-	if err := run(ctx, os.Stdout, *addr, *every, *topK); err != nil {
+	if err := run(ctx, os.Stdout, *addr, *every, *topK, timedPacer{}); err != nil {
 		fmt.Fprintln(os.Stderr, "leakdemo:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out io.Writer, addr string, every time.Duration, topK int) error {
+// run runs the demo until ctx ends, printing to out, its queue trouble at
+// pace's pace.
+func run(ctx context.Context, out io.Writer, addr string, every time.Duration, topK int, pace queuePacer) error {
 	if every <= 0 {
 		return errors.New("-every must be > 0")
 	}
@@ -66,7 +68,8 @@ func run(ctx context.Context, out io.Writer, addr string, every time.Duration, t
 	fmt.Fprintf(out, "find the leaking lines with:\n  go tool pprof -top -lines %s/debug/pprof/finalizers\n\n", base)
 
 	var wg sync.WaitGroup
-	for _, work := range []func(context.Context){sessions, buffers, slowFiles, healthy, queueTrouble} {
+	queue := func(ctx context.Context) { queueTrouble(ctx, pace) }
+	for _, work := range []func(context.Context){sessions, buffers, slowFiles, healthy, queue} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
@@ -28,6 +29,10 @@ const (
 	burstEach  = 4 * time.Millisecond
 	blockAt    = 10 * time.Second
 	blockFor   = 3 * time.Second
+
+	// backlogHeld is how many slow finalizers a pacer that holds the
+	// backlog (keepBacklog) keeps waiting.
+	backlogHeld = burstSize / 2
 )
 
 type slowConn struct {
@@ -35,44 +40,81 @@ type slowConn struct {
 	buf [64]byte
 }
 
-// queueTrouble runs rounds of a slow burst and a blocking finalizer until
-// ctx ends.
-func queueTrouble(ctx context.Context) {
+// queuePacer sets the pace of the queue trouble: how long the slow burst's
+// backlog is kept up, when the blocker comes, and when it lets go. The
+// demo goes by the clock (timedPacer); a test holds each phase open until
+// it has seen what that phase shows, however slow a loaded machine makes
+// it.
+type queuePacer interface {
+	// keepBacklog returns once the burst's backlog may drain; while it
+	// waits, top calls register more slow finalizers to keep the queue
+	// behind. It reports whether ctx is still going.
+	keepBacklog(ctx context.Context, top func()) bool
+	// beforeBlock waits between the burst and the blocker.
+	beforeBlock(ctx context.Context) bool
+	// hold is what the blocking finalizer does: it returns when the
+	// blocker is to let go, or when ctx ends (so that the demo stops
+	// promptly and never keeps the finalizer goroutine).
+	hold(ctx context.Context)
+	// afterBlock waits between the blocker and the next round.
+	afterBlock(ctx context.Context) bool
+}
+
+// timedPacer is the demo's pace: the timeline above.
+type timedPacer struct{}
+
+func (timedPacer) keepBacklog(context.Context, func()) bool { return true }
+func (timedPacer) beforeBlock(ctx context.Context) bool     { return sleepCtx(ctx, blockAt) }
+func (timedPacer) afterBlock(ctx context.Context) bool      { return sleepCtx(ctx, queueRound-blockAt) }
+func (timedPacer) hold(ctx context.Context)                 { sleepCtx(ctx, blockFor) }
+
+// queueTrouble runs rounds of a slow burst and a blocking finalizer, at
+// pace's pace, until ctx ends.
+func queueTrouble(ctx context.Context, pace queuePacer) {
 	for {
-		slowBurst()
-		if !sleepCtx(ctx, blockAt) {
+		slowBurst(burstSize)
+		if !pace.keepBacklog(ctx, topUpBacklog) || !pace.beforeBlock(ctx) {
 			return
 		}
-		blockOnce(ctx)
-		if !sleepCtx(ctx, queueRound-blockAt) {
+		blockOnce(ctx, pace)
+		if !pace.afterBlock(ctx) {
 			return
 		}
 	}
 }
 
-// slowBurst registers burstSize finalizers that take burstEach each and
-// makes their objects garbage at once.
-func slowBurst() {
-	for i := range burstSize {
+// slowQueued counts the slow burst's finalizers not yet run.
+var slowQueued atomic.Int64
+
+// slowBurst registers n finalizers that take burstEach each and makes
+// their objects garbage at once.
+func slowBurst(n int) {
+	slowQueued.Add(int64(n))
+	for i := range n {
 		c := &slowConn{fd: i}
-		finalizerwatch.SetFinalizer(c, func(*slowConn) { time.Sleep(burstEach) }) // marker: slow-burst
+		finalizerwatch.SetFinalizer(c, func(*slowConn) { // marker: slow-burst
+			time.Sleep(burstEach)
+			slowQueued.Add(-1)
+		})
 	}
 	runtime.GC()
 }
 
-// blockOnce registers a finalizer that blocks the finalizer goroutine for
-// blockFor (or until ctx ends, so that the demo stops promptly), and makes
-// its object garbage.
-func blockOnce(ctx context.Context) {
+// topUpBacklog registers slow finalizers, once fewer than two thirds of
+// backlogHeld wait, until backlogHeld do: their work, 2 to 3 s, keeps the
+// queue's delay over the queue_latency threshold (1 s), however long the
+// pacer holds it.
+func topUpBacklog() {
+	if q := slowQueued.Load(); q < 2*backlogHeld/3 {
+		slowBurst(int(backlogHeld - q))
+	}
+}
+
+// blockOnce registers a finalizer that blocks the finalizer goroutine until
+// pace lets it go (blockFor, in the demo), and makes its object garbage.
+func blockOnce(ctx context.Context, pace queuePacer) {
 	c := &slowConn{}
-	finalizerwatch.SetFinalizer(c, func(*slowConn) { // marker: blocking-finalizer
-		t := time.NewTimer(blockFor)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	})
+	finalizerwatch.SetFinalizer(c, func(*slowConn) { pace.hold(ctx) }) // marker: blocking-finalizer
 	runtime.GC()
 }
 
