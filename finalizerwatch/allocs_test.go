@@ -20,6 +20,9 @@ import (
 //     one, the interface the table keeps, where the finalizer is called
 //     through reflection (one with results, such as a Close method's
 //     value; see finFunc), whose runs allocate anyway.
+//   - SetFinalizer set+clear with a finalizer that is a closure on the
+//     heap: one, the closure of the watcher's that the runtime holds so
+//     that a direct clear lets go of the user's (see heldFinalizer).
 //   - AddCleanup: the runtime's two (runtime.AddCleanup moves its arg to
 //     the heap and allocates the closure that calls cleanup(arg)), plus
 //     the watcher's cleanupRec, the argument the runtime holds, whatever
@@ -27,6 +30,7 @@ import (
 const (
 	pinSetClear        = 0
 	pinSetClearReflect = 1
+	pinSetClearClosure = 1
 	pinAddCleanupStop  = 3
 	// pinAddCleanupOverRaw is what AddCleanup makes beyond
 	// runtime.AddCleanup: the cleanupRec.
@@ -50,6 +54,8 @@ func allocCleanupPtr(*int)                 {}
 func TestAllocPins(t *testing.T) {
 	o := &allocObj{}
 	arg := new(int)
+	var n atomic.Int64
+	closure := func(*allocObj) { n.Add(1) } // on the heap: it escapes into the finalizer
 	rawAddStop := testing.AllocsPerRun(allocPinRuns, func() {
 		runtime.AddCleanup(o, allocCleanupInt, 0).Stop()
 	})
@@ -72,6 +78,10 @@ func TestAllocPins(t *testing.T) {
 				w.SetFinalizer(o, allocFinalizer)
 				w.SetFinalizer(o, nil)
 			}, pinSetClear},
+			{"SetFinalizer set+clear, a closure", func() {
+				w.SetFinalizer(o, closure)
+				w.SetFinalizer(o, nil)
+			}, pinSetClearClosure},
 			{"SetFinalizer set+clear, a finalizer with a result", func() {
 				w.SetFinalizer(o, allocFinalizerResult)
 				w.SetFinalizer(o, nil)

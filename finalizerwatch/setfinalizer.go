@@ -210,11 +210,18 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 // inImage).
 func heldFinalizer(finalizer any, call callKind) any {
 	if call&^callSampled == callReflect {
-		return func(obj any) { runHeldReflect(obj, finalizer) }
+		return holdReflect(finalizer)
 	}
-	fn := dataOf(&finalizer)
-	return func(obj any) { runHeld(obj, fn) }
+	return holdFunc(dataOf(&finalizer))
 }
+
+// holdFunc and holdReflect make heldFinalizer's closure, one allocation:
+// functions of their own, so that the closure captures its variable by
+// value (heldFinalizer takes finalizer's address, which would move it to
+// the heap too).
+func holdFunc(fn unsafe.Pointer) any { return func(obj any) { runHeld(obj, fn) } }
+
+func holdReflect(finalizer any) any { return func(obj any) { runHeldReflect(obj, finalizer) } }
 
 // runHeld is the run of a finalizer that heldFinalizer holds, fn its func
 // value.
