@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,8 +182,8 @@ func (c *depsConfig) checkDir(env *goEnv) error {
 		return fmt.Errorf("%s is the main module's directory (%s):%s", c.dir, env.GOMOD, own)
 	}
 	if rel, err := filepath.Rel(root, c.dir); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		if gos, _ := filepath.Glob(filepath.Join(c.dir, "*.go")); len(gos) > 0 {
-			return fmt.Errorf("%s holds Go files of the main module (%s), which the go.mod written there would cut out of it:%s", c.dir, filepath.Base(gos[0]), own)
+		if f := moduleGoFile(c.dir); f != "" {
+			return fmt.Errorf("%s holds Go files of the main module (%s), which the go.mod written there would cut out of it:%s", c.dir, f, own)
 		}
 	}
 	b, err := os.ReadFile(filepath.Join(c.dir, "go.mod"))
@@ -197,6 +198,40 @@ func (c *depsConfig) checkDir(env *goEnv) error {
 		return fmt.Errorf("%s is the go.mod of module %s, not a build prepared for %s:%s", filepath.Join(c.dir, "go.mod"), got, main, own)
 	}
 	return nil
+}
+
+// moduleGoFile returns a Go file beneath dir, a directory inside the main
+// module, that belongs to the main module's packages, or "" if there is
+// none: what -deps wrote there itself (dir/overlay, dir/mod), directories
+// the go command ignores (".x", "_x", testdata) and nested modules do not
+// count.
+func moduleGoFile(dir string) string {
+	var found string
+	filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil // unreadable: nothing the go command reads either
+		}
+		if d.IsDir() {
+			if path == dir {
+				return nil
+			}
+			name := d.Name()
+			if parent := filepath.Dir(path); parent == dir && (name == "overlay" || name == "mod") ||
+				strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(d.Name(), ".go") {
+			found, _ = filepath.Rel(dir, path)
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }
 
 // sameDir reports whether a and b name the same directory.

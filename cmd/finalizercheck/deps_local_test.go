@@ -202,6 +202,10 @@ func TestDepsLeavesTheModuleAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(x.app, "pkg", "pkg.go"), "package pkg\n")
+	if err := os.MkdirAll(filepath.Join(x.app, "internal", "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(x.app, "internal", "sub", "sub.go"), "package sub\n")
 	other := filepath.Join(x.tmp, "other")
 	if err := os.MkdirAll(other, 0o755); err != nil {
 		t.Fatal(err)
@@ -214,6 +218,7 @@ func TestDepsLeavesTheModuleAlone(t *testing.T) {
 		{name: "the module's directory", give: ".", want: "is the main module's directory"},
 		{name: "the module's directory, absolute", give: x.app, want: "is the main module's directory"},
 		{name: "a package of the module", give: "pkg", want: "holds Go files of the main module"},
+		{name: "a directory above a package", give: "internal", want: "holds Go files of the main module (sub/sub.go)"},
 		{name: "another module", give: other, want: "is the go.mod of module example.com/other"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
