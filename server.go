@@ -312,26 +312,31 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	return lc, nil
 }
 
-// evictable returns the connection without a request in progress that is
-// furthest past its grace, or, if none is, how long until the first may be
-// (0: none may until a request ends, which wakes Accept). A connection
-// whose client has sent nothing (as far as the server has read and the
-// kernel holds) gets evictGrace; one whose request's header is still
-// coming in, headerGrace; one idle between requests, evictGrace (an HTTP
-// client retries a request on a kept-alive connection that the server
-// closed).
+// evictable returns the connection without a request in progress to give
+// its place to a new one, or, if none may yet, how long until the first
+// may (0: none may until a request ends, which wakes Accept). A connection
+// idle between requests goes first, after evictGrace: an HTTP client
+// retries a request on a kept-alive connection that the server closed.
+// Then one whose client has sent nothing (as far as the server has read
+// and the kernel holds), after evictGrace; then one whose request's header
+// is still coming in, after headerGrace. Among equals, the one furthest
+// past its grace goes.
 func (l *limitListener) evictable(now time.Time) (*limitConn, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var victim *limitConn
+	var victimRank int
 	var overdue, wait time.Duration
 	for c := range l.open {
 		if c.serving {
 			continue
 		}
-		grace := evictGrace
-		if c.state != http.StateIdle && c.spoke() {
-			grace = headerGrace
+		rank, grace := 0, evictGrace
+		if c.state != http.StateIdle {
+			rank = 1
+			if c.spoke() {
+				rank, grace = 2, headerGrace
+			}
 		}
 		d := now.Sub(c.since.Add(grace))
 		if d < 0 {
@@ -340,8 +345,8 @@ func (l *limitListener) evictable(now time.Time) (*limitConn, time.Duration) {
 			}
 			continue
 		}
-		if victim == nil || d > overdue {
-			victim, overdue = c, d
+		if victim == nil || rank < victimRank || rank == victimRank && d > overdue {
+			victim, victimRank, overdue = c, rank, d
 		}
 	}
 	return victim, wait
