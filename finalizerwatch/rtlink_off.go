@@ -10,4 +10,6 @@ import "unsafe"
 
 func rtLinked() bool { return false }
 
+func rtVersion() uintptr { return 0 }
+
 func rtStore(unsafe.Pointer) {}

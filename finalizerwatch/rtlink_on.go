@@ -16,6 +16,12 @@ import (
 //go:linkname rtHookVar runtime.gcprobeHooks
 var rtHookVar unsafe.Pointer
 
+//go:linkname rtRuntimeVersion runtime.gcprobeHookVersionVar
+var rtRuntimeVersion uintptr
+
 func rtLinked() bool { return true }
+
+// rtVersion is the version of the hook table the patched runtime reads.
+func rtVersion() uintptr { return rtRuntimeVersion }
 
 func rtStore(p unsafe.Pointer) { atomic.StorePointer(&rtHookVar, p) }

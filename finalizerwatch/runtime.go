@@ -2,6 +2,7 @@ package finalizerwatch
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,9 @@ func RuntimeMode() bool { return rtLinked() }
 func (w *Watcher) AttachRuntime() (detach func(), err error) {
 	if !rtLinked() {
 		return nil, ErrNoRuntimeMode
+	}
+	if v := rtVersion(); v != rtHookVersion {
+		return nil, fmt.Errorf("finalizerwatch: (*Watcher).AttachRuntime: the runtime was patched by a finalizercheck whose hooks are version %d, and this gcprobe's are version %d: run finalizercheck -runtime of the same gcprobe version as the module", v, rtHookVersion)
 	}
 	rtMu.Lock()
 	defer rtMu.Unlock()

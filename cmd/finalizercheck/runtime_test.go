@@ -168,6 +168,24 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 	t.Run("GOFLAGS", func(t *testing.T) {
 		check(t, goRun(t, dir, []string{"GOFLAGS=-mod=mod " + strings.Join(flags, " ")}, "run", "./rtmode"))
 	})
+	t.Run("another gcprobe version's hooks", func(t *testing.T) {
+		// The runtime patched by a finalizercheck of another version: the
+		// probe refuses to attach, loudly, rather than count nothing.
+		other := prepareRuntimeMode(t)
+		hooks := filepath.Join(filepath.Dir(strings.TrimPrefix(other[0], "-overlay=")), "runtime", "gcprobe_hooks.go")
+		b, err := os.ReadFile(hooks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 1\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
+		if err := os.WriteFile(hooks, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := goRun(t, dir, nil, goArgs([]string{"run"}, other, "./rtmode")...)
+		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 1") {
+			t.Fatalf("a runtime of another hook version was not refused:\n%s", out)
+		}
+	})
 	t.Run("without the flag", func(t *testing.T) {
 		out := goRun(t, dir, nil, "run", "./rtmode")
 		if !strings.Contains(out, "runtime mode: false") || !strings.Contains(out, "not built in the runtime build mode") {
