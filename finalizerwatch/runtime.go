@@ -389,21 +389,23 @@ type Resource struct {
 	DroppedWithoutClose bool
 }
 
-// knownResources are the standard library's registrations whose run
-// means a missing Close, by the registered type (go1.26: os/file_unix.go
-// newFile and (*file).close; net/fd_posix.go setAddr and Close;
-// os/root_unix.go newRoot and (*root).Close; os/exec.go newPIDFD's
-// AddCleanup, stopped by Release and Wait).
+// knownResources names the standard library's registrations by the
+// registered type, and marks those whose run means a missing Close
+// (go1.26: os/file_unix.go newFile, cleared by (*file).close;
+// net/fd_posix.go setAddr, cleared by Close; os/root_unix.go newRoot,
+// cleared by (*root).Close; os/exec.go newHandleProcess's AddCleanup,
+// stopped by Release and Wait). The others run for any object collected:
+// internal/poll/splice_linux.go's pipes (whenever sync.Pool drops them),
+// crypto/tls/cache.go's certificate cache entries, os/exec's Cmd under
+// GODEBUG=execwait. Another type keeps its own name.
 var knownResources = map[string]Resource{
 	"os.file":          {Name: "os.File", DroppedWithoutClose: true},
 	"net.netFD":        {Name: "net.Conn", DroppedWithoutClose: true},
 	"os.root":          {Name: "os.Root", DroppedWithoutClose: true},
 	"os.Process":       {Name: "os.Process", DroppedWithoutClose: true},
-	"tls.certCache":    {Name: "tls certificate cache"},
-	"unique.canonMap":  {Name: "unique handle"},
-	"poll.splicePipe":  {Name: "splice pipe", DroppedWithoutClose: true},
+	"poll.splicePipe":  {Name: "splice pipe"},
+	"x509.Certificate": {Name: "tls certificate cache"},
 	"exec.Cmd":         {Name: "exec.Cmd"},
-	"x509.Certificate": {Name: "x509.Certificate"},
 }
 
 // maxResources bounds the resource table: types past it share the last
