@@ -99,18 +99,22 @@ const (
 	OriginGcprobe
 )
 
-// originPCs caches OriginOf's answers, as indirectPCs does Indirect's.
+// originPCs caches OriginOf's answers (Indirect's too). Return PCs are code
+// addresses, so the set is finite, but it is bounded all the same; past
+// the bound, answers are computed anew each time.
 var (
 	originOnce sync.Once
 	originPCs  *bounded.Map[uintptr, Origin]
 )
+
+const originCacheSize = 4096
 
 // OriginOf classifies the return PC pc (see Origin). The first answer for a
 // PC symbolizes it; later ones are a table lookup. It serves the runtime
 // build mode, whose hooks find a registration's site by walking up from
 // the runtime function that was called until a PC is not OriginSkip.
 func OriginOf(pc uintptr) Origin {
-	originOnce.Do(func() { originPCs = bounded.New[uintptr, Origin](indirectCacheSize) })
+	originOnce.Do(func() { originPCs = bounded.New[uintptr, Origin](originCacheSize) })
 	h := HashPC(pc)
 	if v := originPCs.Get(h, pc); v != nil {
 		return *v

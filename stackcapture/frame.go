@@ -4,10 +4,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
-
-	"github.com/gcprobe/probe/internal/bounded"
 )
 
 // Frame is one symbolized frame of a stack.
@@ -134,38 +131,14 @@ func siteOfPCs(pcs []uintptr) Frame {
 	}
 }
 
-// indirectPCs caches Indirect's answers. Return PCs are code addresses, so
-// the set is finite, but it is bounded all the same; past the bound,
-// answers are computed anew each time.
-var (
-	indirectOnce sync.Once
-	indirectPCs  *bounded.Map[uintptr, bool]
-)
-
-const indirectCacheSize = 4096
-
-// Indirect reports whether every frame at the return PC pc (inlined calls
-// expanded) is one a site skips: the runtime, reflection, a
-// compiler-generated wrapper or gcprobe itself. CallerPC(1) in a function
-// the user called through a method value or reflection returns such a PC;
-// the user's line is further up the stack. The first answer for a PC
+// Indirect reports whether no frame at the return PC pc (inlined calls
+// expanded) is the user's first: every one is the runtime's, reflection's,
+// the standard library's, a compiler-generated wrapper's, or gcprobe's
+// itself (OriginOf is not OriginUser). CallerPC(1) in a function the user
+// called through a method value or reflection returns such a PC; the
+// user's line is further up the stack. The first answer for a PC
 // symbolizes it; later ones are a table lookup.
-func Indirect(pc uintptr) bool {
-	indirectOnce.Do(func() { indirectPCs = bounded.New[uintptr, bool](indirectCacheSize) })
-	h := HashPC(pc)
-	if v := indirectPCs.Get(h, pc); v != nil {
-		return *v
-	}
-	ind := true
-	for _, f := range symbolize([]uintptr{pc}) {
-		if !isInternal(f) {
-			ind = false
-			break
-		}
-	}
-	indirectPCs.LoadOrInit(h, pc, func(v *bool) { *v = ind })
-	return ind
-}
+func Indirect(pc uintptr) bool { return OriginOf(pc) != OriginUser }
 
 // SiteOfPC symbolizes a single return PC, such as CallerPC returns, to the
 // innermost function at that call, inlining expanded.
