@@ -37,13 +37,7 @@ func TestDepsBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: rebuilds client-go and the operator in a prepared build (1 to 5 min); drop -short to run it")
 	}
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("skipping: the go command is not on PATH, and this test builds with it")
-	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "finalizercheck")
-	goRun(t, nil, gocmd, "build", "-C", filepath.Join("..", "..", "cmd", "finalizercheck"), "-o", bin, ".")
+	gocmd, bin, tmp := buildFinalizercheck(t)
 	// -modfile does not apply in workspace mode: build from this
 	// directory's go.mod alone, whatever go.work lies above it.
 	env := []string{"GOWORK=off"}
@@ -159,6 +153,21 @@ func metricValue(metrics, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// buildFinalizercheck builds cmd/finalizercheck into a temporary directory
+// and returns the go command, the binary and that directory; it skips the
+// test where the go command is not on PATH.
+func buildFinalizercheck(t *testing.T) (gocmd, bin, tmp string) {
+	t.Helper()
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("skipping: the go command is not on PATH, and this test builds with it")
+	}
+	tmp = t.TempDir()
+	bin = filepath.Join(tmp, "finalizercheck")
+	goRun(t, nil, gocmd, "build", "-C", filepath.Join("..", "..", "cmd", "finalizercheck"), "-o", bin, ".")
+	return gocmd, bin, tmp
 }
 
 // goRun runs name with args in this package's directory, with env added,

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -34,16 +33,10 @@ func TestRuntimeBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: builds the operator with a patched runtime (the standard library once, then cached); drop -short to run it")
 	}
-	gocmd, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("skipping: the go command is not on PATH, and this test builds with it")
-	}
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		t.Skipf("skipping: the runtime build mode's tests run on amd64 and arm64 (GOARCH=%s)", runtime.GOARCH)
 	}
-	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "finalizercheck")
-	goRun(t, nil, gocmd, "build", "-C", filepath.Join("..", "..", "cmd", "finalizercheck"), "-o", bin, ".")
+	gocmd, bin, tmp := buildFinalizercheck(t)
 	out := goRun(t, nil, bin, "-runtime", filepath.Join(tmp, "rt"))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	flags := strings.Fields(lines[len(lines)-1])
