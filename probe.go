@@ -181,7 +181,8 @@ func (p *Probe) start() error {
 	// making it.
 	p.goSafe("ranking", func() { p.watcher.RankEachCycle(p.life.Done()) })
 	p.attachRuntime()
-	p.startEventLog() // last: nothing after it can fail and leave it running
+	p.startCycleLoop() // cycles.go: the growing-site log and the page's history
+	p.startEventLog()  // last: nothing after it can fail and leave it running
 	return nil
 }
 

@@ -1,0 +1,154 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// A program without Prometheus still hears of a leak: the probe logs, at
+// Warn through its logger (WithLogger, else slog's default), a line when
+// a site turns growing (the growth model's ClassGrowing: its suspects keep
+// reaching new highs) and a line when it stops growing, naming the site
+// and the evidence: "+433 suspects over 4 cycles". The lines are decided
+// on each of the probe's per-cycle reads of the ledger (cycles.go).
+//
+// One line per transition: a site that stays growing is not logged again.
+// Rate-limited per site: a site that flaps (growing, stable, growing within
+// a minute) logs at most one line per GrowingLogEvery, the state it is in
+// when the time is up; a flap that ends where it started logs nothing.
+
+// Defaults of the growing-site log.
+const (
+	// GrowingLogEvery is the least time between two lines about one site.
+	GrowingLogEvery = time.Minute
+	// growingTracked bounds the sites the log remembers; a site beyond
+	// it is not logged.
+	growingTracked = 1024
+	// growingLinesPerCheck bounds the lines one check logs; the sites it
+	// did not log stay unlogged and are logged by later checks.
+	growingLinesPerCheck = 8
+)
+
+// growingLog decides which growing-site lines to log.
+type growingLog struct {
+	every time.Duration
+	sites map[growingKey]growingSite
+}
+
+// growingKey is a site as the log knows it: kind, function, file and line
+// (not the PC: a line inlined into two callers is one site).
+type growingKey struct {
+	kind     finalizerwatch.Kind
+	function string
+	file     string
+	line     int
+}
+
+func keyOf(s *finalizerwatch.SiteStats) growingKey {
+	return growingKey{s.Kind, s.Site.Function, s.Site.File, s.Site.Line}
+}
+
+type growingSite struct {
+	growing bool      // what the site's last line said
+	at      time.Time // when that line was logged
+}
+
+func newGrowingLog(every time.Duration) *growingLog {
+	return &growingLog{every: every, sites: make(map[growingKey]growingSite)}
+}
+
+// check logs, at now, a line for each site whose growing state differs
+// from what its last line said (a site never logged was not growing),
+// unless that line is younger than every. It reads the top sites of sn;
+// a growing site that has left the top is taken to have stopped growing
+// only when every growing site of its kind is in the top (KindSnapshot.
+// Growing), since growing sites rank first.
+func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time.Time) {
+	lines := 0
+	for k := range sn.Kinds {
+		ks := &sn.Kinds[k]
+		shown := 0
+		for i := range ks.Top {
+			s := &ks.Top[i]
+			growing := s.Class == finalizerwatch.ClassGrowing
+			if growing {
+				shown++
+			}
+			key := keyOf(s)
+			st, ok := g.sites[key]
+			if st.growing == growing || (ok && now.Sub(st.at) < g.every) {
+				continue
+			}
+			if !ok && len(g.sites) >= growingTracked {
+				continue
+			}
+			if lines == growingLinesPerCheck {
+				continue
+			}
+			lines++
+			logGrowing(l, s, growing)
+			g.sites[key] = growingSite{growing: growing, at: now}
+		}
+		if shown < ks.Growing {
+			continue // some growing site is beyond the top: absence says nothing
+		}
+		// Every growing site of the kind is in the top: a site logged
+		// growing that is not there has stopped.
+		for key, st := range g.sites {
+			if !st.growing || key.kind != finalizerwatch.Kind(k) || now.Sub(st.at) < g.every || lines == growingLinesPerCheck {
+				continue
+			}
+			if inTop(ks.Top, key) {
+				continue
+			}
+			lines++
+			logStopped(l, key)
+			g.sites[key] = growingSite{growing: false, at: now}
+		}
+	}
+}
+
+func inTop(top []finalizerwatch.SiteStats, key growingKey) bool {
+	for i := range top {
+		if keyOf(&top[i]) == key {
+			return true
+		}
+	}
+	return false
+}
+
+// logGrowing logs that s turned growing (or stopped).
+func logGrowing(l *slog.Logger, s *finalizerwatch.SiteStats, growing bool) {
+	if growing {
+		l.LogAttrs(context.Background(), slog.LevelWarn, "gcprobe: site growing: a likely leak",
+			slog.String("site", s.Site.Label()),
+			slog.String("kind", s.Kind.String()),
+			slog.String("evidence", fmt.Sprintf("+%d suspects over %d cycles", s.Growth, finalizerwatch.GrowthWindow)),
+			slog.Uint64("suspect", s.Suspect),
+			slog.Uint64("outstanding", s.Outstanding),
+			slog.Uint64("registered", s.Registered),
+			slog.Uint64("executed", s.Executed))
+		return
+	}
+	l.LogAttrs(context.Background(), slog.LevelWarn, "gcprobe: site stopped growing",
+		slog.String("site", s.Site.Label()),
+		slog.String("kind", s.Kind.String()),
+		slog.String("class", s.Class.String()),
+		slog.String("evidence", fmt.Sprintf("%d suspects, no new high over %d cycles", s.Suspect, finalizerwatch.GrowthWindow)),
+		slog.Uint64("outstanding", s.Outstanding))
+}
+
+// logStopped logs that the site of key, logged growing, has left the top
+// while every growing site of its kind is in it.
+func logStopped(l *slog.Logger, key growingKey) {
+	site := stackcapture.Frame{Function: key.function, File: key.file, Line: key.line}
+	l.LogAttrs(context.Background(), slog.LevelWarn, "gcprobe: site stopped growing",
+		slog.String("site", site.Label()),
+		slog.String("kind", key.kind.String()),
+		slog.String("evidence", "no longer among the top sites, and every growing site is"))
+}
