@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/google/pprof/profile"
 )
 
 // MaxConcurrentBuilds is how many profiles a Handler builds at once; a
@@ -22,7 +23,9 @@ const RetryAfterSeconds = 1
 // Handler returns an http.Handler that serves the profile of ledger (see
 // Profile) as a download named finalizers.pb.gz, for go tool pprof:
 // mount it at /debug/pprof/finalizers. With the query ?sampled=1 it serves
-// SampledProfile instead, the sampled registration stacks. It answers GET
+// SampledProfile instead, the sampled registration stacks. With ?debug=1
+// (any non-zero number, as net/http/pprof reads it) it serves the same
+// profile as plain text for a person instead (WriteText). It answers GET
 // and HEAD (HEAD
 // builds nothing), 405 Method Not Allowed to anything else, and 503 when
 // MaxConcurrentBuilds profiles are being built already. A nil ledger means
@@ -50,8 +53,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
 	if r.Method == http.MethodHead {
-		setDownloadHeaders(w.Header())
+		if debug != 0 {
+			setTextHeaders(w.Header())
+		} else {
+			setDownloadHeaders(w.Header())
+		}
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -74,10 +82,35 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "building the profile failed", http.StatusInternalServerError)
 		return
 	}
+	if debug != 0 {
+		writeTextResponse(w, &buf)
+		return
+	}
 	setDownloadHeaders(w.Header())
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(http.StatusOK)
 	_, _ = buf.WriteTo(w) // the client went away: nothing to do
+}
+
+// writeTextResponse answers with the profile encoded in buf as text
+// (WriteText).
+func writeTextResponse(w http.ResponseWriter, buf *bytes.Buffer) {
+	prof, err := profile.Parse(buf)
+	if err != nil {
+		http.Error(w, "decoding the profile failed", http.StatusInternalServerError)
+		return
+	}
+	var text bytes.Buffer
+	_ = WriteText(&text, prof) // a bytes.Buffer never fails
+	setTextHeaders(w.Header())
+	w.Header().Set("Content-Length", strconv.Itoa(text.Len()))
+	w.WriteHeader(http.StatusOK)
+	_, _ = text.WriteTo(w)
+}
+
+func setTextHeaders(h http.Header) {
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
 }
 
 func setDownloadHeaders(h http.Header) {
