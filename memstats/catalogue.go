@@ -24,6 +24,18 @@ const (
 	idxGOGC                      // /gc/gogc:percent
 	idxMemoryLimit               // /gc/gomemlimit:bytes
 	idxMCacheInuse               // /memory/classes/metadata/mcache/inuse:bytes
+	// The GC's work, for Snapshot.Work and the cause detectors (cause.go).
+	idxStoppingGC   // /sched/pauses/stopping/gc:seconds
+	idxCPUAssist    // /cpu/classes/gc/mark/assist:cpu-seconds
+	idxCPUDedicated // /cpu/classes/gc/mark/dedicated:cpu-seconds
+	idxCPUIdle      // /cpu/classes/gc/mark/idle:cpu-seconds
+	idxCPUPause     // /cpu/classes/gc/pause:cpu-seconds
+	idxAllocBytes   // /gc/heap/allocs:bytes
+	idxLimiterLast  // /gc/limiter/last-enabled:gc-cycle
+	idxScanHeap     // /gc/scan/heap:bytes
+	idxScanStack    // /gc/scan/stack:bytes
+	idxScanGlobals  // /gc/scan/globals:bytes
+	idxGoroutines   // /sched/goroutines:goroutines
 	numMetrics
 )
 
@@ -47,6 +59,17 @@ func newSamples() []metrics.Sample {
 	s[idxGOGC].Name = "/gc/gogc:percent"
 	s[idxMemoryLimit].Name = "/gc/gomemlimit:bytes"
 	s[idxMCacheInuse].Name = "/memory/classes/metadata/mcache/inuse:bytes"
+	s[idxStoppingGC].Name = "/sched/pauses/stopping/gc:seconds"
+	s[idxCPUAssist].Name = "/cpu/classes/gc/mark/assist:cpu-seconds"
+	s[idxCPUDedicated].Name = "/cpu/classes/gc/mark/dedicated:cpu-seconds"
+	s[idxCPUIdle].Name = "/cpu/classes/gc/mark/idle:cpu-seconds"
+	s[idxCPUPause].Name = "/cpu/classes/gc/pause:cpu-seconds"
+	s[idxAllocBytes].Name = "/gc/heap/allocs:bytes"
+	s[idxLimiterLast].Name = "/gc/limiter/last-enabled:gc-cycle"
+	s[idxScanHeap].Name = "/gc/scan/heap:bytes"
+	s[idxScanStack].Name = "/gc/scan/stack:bytes"
+	s[idxScanGlobals].Name = "/gc/scan/globals:bytes"
+	s[idxGoroutines].Name = "/sched/goroutines:goroutines"
 	return s
 }
 
@@ -78,6 +101,16 @@ type reading struct {
 	finLatency, clnLatency time.Duration
 	finPending, clnPending bool   // the latency is an overdue sentinel's
 	finRuns, clnRuns       uint64 // sentinel runs the latency is from
+
+	// The GC's work (cause.go). The stop-the-world times are cumulative
+	// seconds, summed by the sampler from the runtime's histograms.
+	cpuAssist, cpuDedicated float64
+	cpuIdle, cpuPause       float64
+	allocBytes              uint64
+	limiterLast             uint64
+	scanHeap, scanStack     uint64
+	scanGlobals, goroutines uint64
+	stwStopSec, stwTotalSec float64
 }
 
 // u64 returns sample i as a uint64, or 0 when the running Go does not
@@ -131,4 +164,14 @@ func fillFromMetrics(s []metrics.Sample, r *reading) {
 	r.gogc = int64(u64(s, idxGOGC))
 	r.memoryLimit = u64(s, idxMemoryLimit)
 	r.mcacheInuse = u64(s, idxMCacheInuse)
+	r.cpuAssist = f64(s, idxCPUAssist)
+	r.cpuDedicated = f64(s, idxCPUDedicated)
+	r.cpuIdle = f64(s, idxCPUIdle)
+	r.cpuPause = f64(s, idxCPUPause)
+	r.allocBytes = u64(s, idxAllocBytes)
+	r.limiterLast = u64(s, idxLimiterLast)
+	r.scanHeap = u64(s, idxScanHeap)
+	r.scanStack = u64(s, idxScanStack)
+	r.scanGlobals = u64(s, idxScanGlobals)
+	r.goroutines = u64(s, idxGoroutines)
 }

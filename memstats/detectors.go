@@ -43,6 +43,12 @@ const (
 	detMCache
 	detLatency
 	detBlocked
+	// The causes of GC work (cause_detectors.go).
+	detAllocation
+	detLiveGrowth
+	detMemoryLimit
+	detStopping
+	detAssist
 	numDetectors
 )
 
@@ -58,6 +64,16 @@ func detectorName(i int) string {
 		return DetectorQueueLatency
 	case detBlocked:
 		return DetectorFinalizerBlocked
+	case detAllocation:
+		return DetectorAllocationDriven
+	case detLiveGrowth:
+		return DetectorLiveHeapGrowth
+	case detMemoryLimit:
+		return DetectorMemoryLimitPressure
+	case detStopping:
+		return DetectorStoppingLatency
+	case detAssist:
+		return DetectorAssistHeavy
 	}
 	return ""
 }
@@ -112,6 +128,7 @@ type detectors struct {
 
 	mcacheAbove               time.Time // since when above; zero if not
 	forcedSince, latencySince time.Time
+	causeSince                [numCauses]time.Time
 
 	// finalizer_blocked: the latest answer of cfg.running, and when it
 	// was asked.
@@ -127,6 +144,7 @@ func newDetectors(cfg *config) detectors {
 	d.st[detMCache].threshold = float64(cfg.mcacheBytes)
 	d.st[detLatency].threshold = cfg.queueLatency.Seconds()
 	d.st[detBlocked].threshold = cfg.blockedAfter.Seconds()
+	d.initCauses()
 	return d
 }
 
@@ -173,6 +191,9 @@ func (d *detectors) evaluate(s *Snapshot, evs *[numDetectors]Event) int {
 
 	// finalizer_blocked.
 	n = d.blocked(now, evs, n)
+
+	// Why the GC works hard.
+	n = d.causes(s, evs, n)
 	return n
 }
 

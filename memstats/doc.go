@@ -90,6 +90,17 @@
 //	ReadMemStats                  the sampler's own runtime.ReadMemStats calls and their cost
 //	Drops                         sentinel wake-ups dropped while one was pending
 //	PauseHistogram                every per-cycle pause seen (debug.ReadGCStats), in PauseBuckets
+//	Work.CyclesPerMinute          Δ /gc/cycles/total:gc-cycles over WithRateWindow
+//	Work.AllocBytesPerSecond      Δ /gc/heap/allocs:bytes over WithRateWindow
+//	Work.*Fraction                Δ /cpu/classes/gc/mark/{assist,dedicated,idle}, /cpu/classes/gc/pause
+//	                              ÷ Δ /cpu/classes/total over WithRateWindow
+//	Work.StopTheWorld, Stopping   Δ /sched/pauses/total/gc:seconds, /sched/pauses/stopping/gc:seconds,
+//	                              summed at bucket midpoints over WithRateWindow
+//	Work.GOGCGoal, GoalSetBy      HeapLive, GOGC, /gc/scan/stack, /gc/scan/globals against HeapGoal, MemoryLimit
+//	Work.LimiterLastEnabled       /gc/limiter/last-enabled:gc-cycle
+//	Work.Scan*                    /gc/scan/heap:bytes, /gc/scan/stack:bytes, /gc/scan/globals:bytes
+//	Work.Goroutines               /sched/goroutines:goroutines
+//	Work.LiveGrowth, LiveRising   HeapLive at each cycle the sampler saw end
 //
 // A metric the running Go does not support is skipped and its field stays
 // zero.
@@ -113,6 +124,20 @@
 //	                         DefaultFinalizerBlocked (WithFinalizerBlocked); needs WithRunning;
 //	                         Event.Kind and Event.Site name it
 //
-// WithoutDetector turns one off. Time-based conditions follow the Clock
+// The cause detectors say why the GC works hard, each in words with the
+// number that decided it (Event.Cause); a healthy program fires none:
+//
+//	allocation_driven        DefaultAllocationCyclesPerMinute GC cycles a minute or more while the
+//	                         GC takes DefaultAllocationGCCPU of the CPU (WithAllocationDriven)
+//	live_heap_growth         the live heap rising over DefaultLiveHeapGrowthCycles cycles by 1 MiB
+//	                         and DefaultLiveHeapGrowth, or above DefaultLiveHeapBytes (WithLiveHeapGrowth)
+//	memory_limit_pressure    the memory limit holding the heap goal DefaultMemoryLimitSqueeze times
+//	                         below GOGC's, or the GC CPU limiter enabled (WithMemoryLimitPressure)
+//	stopping_latency         DefaultStoppingShare of stop-the-world time spent stopping, at least
+//	                         DefaultStoppingMin per pause (WithStoppingLatency)
+//	assist_heavy             mark assists taking DefaultAssistFraction of the CPU (WithAssistHeavy)
+//
+// The rate-based ones judge the rate window once a quarter of it has been
+// observed. WithoutDetector turns one off. Time-based conditions follow the Clock
 // (WithClock), so they can be tested without sleeping.
 package memstats

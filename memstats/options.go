@@ -137,6 +137,17 @@ type config struct {
 	queueWindow       time.Duration
 	running           RunningFunc
 	blockedAfter      time.Duration
+
+	// The cause detectors (cause_detectors.go).
+	allocCyclesPerMinute float64
+	allocGCCPU           float64
+	liveCycles           int
+	liveGrowth           float64
+	liveBytes            uint64
+	limitSqueeze         float64
+	stoppingShare        float64
+	stoppingMin          time.Duration
+	assistFraction       float64
 }
 
 func defaultConfig() config {
@@ -156,6 +167,16 @@ func defaultConfig() config {
 		queueLatency:      DefaultQueueLatency,
 		queueWindow:       DefaultQueueWindow,
 		blockedAfter:      DefaultFinalizerBlocked,
+
+		allocCyclesPerMinute: DefaultAllocationCyclesPerMinute,
+		allocGCCPU:           DefaultAllocationGCCPU,
+		liveCycles:           DefaultLiveHeapGrowthCycles,
+		liveGrowth:           DefaultLiveHeapGrowth,
+		liveBytes:            DefaultLiveHeapBytes,
+		limitSqueeze:         DefaultMemoryLimitSqueeze,
+		stoppingShare:        DefaultStoppingShare,
+		stoppingMin:          DefaultStoppingMin,
+		assistFraction:       DefaultAssistFraction,
 	}
 }
 
@@ -399,6 +420,98 @@ func WithFinalizerBlocked(threshold time.Duration) Option {
 			return optionErr("WithFinalizerBlocked", "threshold must be > 0, got %v", threshold)
 		}
 		c.blockedAfter = threshold
+		return nil
+	}
+}
+
+// fraction checks that v is a fraction in (0, 1].
+func fraction(option, what string, v float64) error {
+	if !(v > 0 && v <= 1) {
+		return optionErr(option, "%s must be in (0, 1], got %v", what, v)
+	}
+	return nil
+}
+
+// WithAllocationDriven configures the allocation_driven detector: it fires
+// when, over the rate window, GC cycles run at cyclesPerMinute or more
+// while the GC takes at least gcCPU (a fraction in (0, 1]) of the CPU.
+// Defaults DefaultAllocationCyclesPerMinute and DefaultAllocationGCCPU.
+func WithAllocationDriven(cyclesPerMinute, gcCPU float64) Option {
+	return func(c *config) error {
+		if !(cyclesPerMinute > 0) || math.IsInf(cyclesPerMinute, 0) {
+			return optionErr("WithAllocationDriven", "rate must be positive and finite, got %v", cyclesPerMinute)
+		}
+		if err := fraction("WithAllocationDriven", "GC CPU share", gcCPU); err != nil {
+			return err
+		}
+		c.allocCyclesPerMinute, c.allocGCCPU = cyclesPerMinute, gcCPU
+		return nil
+	}
+}
+
+// WithLiveHeapGrowth configures the live_heap_growth detector: it fires
+// when the live heap rose over each of the latest cycles (between 2 and
+// 64), by at least 1 MiB and either by growth (a fraction > 0: 0.1 is 10%)
+// of where it began or while above largeBytes. Defaults
+// DefaultLiveHeapGrowthCycles, DefaultLiveHeapGrowth and
+// DefaultLiveHeapBytes.
+func WithLiveHeapGrowth(cycles int, growth float64, largeBytes uint64) Option {
+	return func(c *config) error {
+		if cycles < 2 || cycles > maxLiveCycles {
+			return optionErr("WithLiveHeapGrowth", "cycles must be between 2 and %d, got %d", maxLiveCycles, cycles)
+		}
+		if !(growth > 0) || math.IsInf(growth, 0) {
+			return optionErr("WithLiveHeapGrowth", "growth must be positive and finite, got %v", growth)
+		}
+		if largeBytes == 0 {
+			return optionErr("WithLiveHeapGrowth", "largeBytes must be > 0")
+		}
+		c.liveCycles, c.liveGrowth, c.liveBytes = cycles, growth, largeBytes
+		return nil
+	}
+}
+
+// WithMemoryLimitPressure configures the memory_limit_pressure detector:
+// it fires when the memory limit holds the heap goal squeeze times (at
+// least 1) below what GOGC alone would set, or the GC CPU limiter was
+// enabled within the rate window. Default DefaultMemoryLimitSqueeze.
+func WithMemoryLimitPressure(squeeze float64) Option {
+	return func(c *config) error {
+		if !(squeeze >= 1) || math.IsInf(squeeze, 0) {
+			return optionErr("WithMemoryLimitPressure", "ratio must be at least 1 and finite, got %v", squeeze)
+		}
+		c.limitSqueeze = squeeze
+		return nil
+	}
+}
+
+// WithStoppingLatency configures the stopping_latency detector: it fires
+// when, over the rate window, at least share (in (0, 1]) of the GC's
+// stop-the-world time was spent stopping the world, taking at least
+// minPerPause per pause on average. Defaults DefaultStoppingShare and
+// DefaultStoppingMin.
+func WithStoppingLatency(share float64, minPerPause time.Duration) Option {
+	return func(c *config) error {
+		if err := fraction("WithStoppingLatency", "share", share); err != nil {
+			return err
+		}
+		if minPerPause < 0 {
+			return optionErr("WithStoppingLatency", "duration must be >= 0, got %v", minPerPause)
+		}
+		c.stoppingShare, c.stoppingMin = share, minPerPause
+		return nil
+	}
+}
+
+// WithAssistHeavy configures the assist_heavy detector: it fires when mark
+// assists take at least share (in (0, 1]) of all the CPU over the rate
+// window. Default DefaultAssistFraction.
+func WithAssistHeavy(share float64) Option {
+	return func(c *config) error {
+		if err := fraction("WithAssistHeavy", "share", share); err != nil {
+			return err
+		}
+		c.assistFraction = share
 		return nil
 	}
 }

@@ -16,6 +16,12 @@ type ratePoint struct {
 	t               time.Time
 	cpuGC, cpuTotal float64
 	forced          uint64
+
+	// For Work (cause.go).
+	cycles, allocBytes, stwGC uint64
+	cpuAssist, cpuDedicated   float64
+	cpuIdle, cpuPause         float64
+	stwStopSec, stwTotalSec   float64
 }
 
 // rateRing computes GCCPUFraction and ForcedPerMinute over a trailing

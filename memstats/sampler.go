@@ -56,6 +56,7 @@ type Sampler struct {
 	memStats     runtime.MemStats
 	msInfo       ReadMemStatsInfo
 	det          detectors
+	wstate       workState
 
 	sentinelRuns [2]atomic.Uint64 // see SentinelRuns
 
@@ -209,9 +210,21 @@ func (s *Sampler) sampleLocked(evs *[numDetectors]Event) int {
 	sn.PauseWindow = min(s.pauses.n, s.pauses.window)
 	sn.PausesMissed = s.pausesMissed
 
+	// The window's first point, copied: observe may overwrite its slot.
+	var base ratePoint
+	b := s.rates.base(now)
+	if b != nil {
+		base = *b
+		b = &base
+	}
 	sn.GCCPUFraction, sn.ForcedPerMinute = s.rates.observe(ratePoint{
 		t: now, cpuGC: r.cpuGC, cpuTotal: r.cpuTotal, forced: r.forced,
+		cycles: r.cycles, allocBytes: r.allocBytes, stwGC: r.stwGC,
+		cpuAssist: r.cpuAssist, cpuDedicated: r.cpuDedicated,
+		cpuIdle: r.cpuIdle, cpuPause: r.cpuPause,
+		stwStopSec: r.stwStopSec, stwTotalSec: r.stwTotalSec,
 	})
+	s.work(now, r, b, sn)
 
 	sn.ReadMemStats = s.msInfo
 	sn.Drops = s.drops
@@ -252,6 +265,7 @@ func sub0(a, b uint64) uint64 {
 func (s *Sampler) readRuntime(now time.Time, r *reading) {
 	metrics.Read(s.samples)
 	fillFromMetrics(s.samples, r)
+	s.wstate.readWork(s.samples, r)
 
 	// ReadGCStats takes the heap lock, not the world. Its Pause and
 	// PauseEnd slices keep their capacity from one call to the next, so

@@ -63,6 +63,12 @@ type Snapshot struct {
 	// mode the sampler adds to neither.
 	StopTheWorldGC, StopTheWorldOther uint64
 
+	// Work is what the GC did over the rate window and what set its pace:
+	// CPU by class, stop-the-world time split into stopping and stopped,
+	// allocation rate, what set the heap goal, scan work, live-heap
+	// growth. The cause detectors decide from it.
+	Work Work
+
 	// ReadMemStats describes the sampler's own runtime.ReadMemStats calls.
 	ReadMemStats ReadMemStatsInfo
 
