@@ -61,7 +61,6 @@ func runSeconds(f *fed, p program, n int) []string {
 	return got
 }
 
-
 // healthy is a steady healthy program: a GC cycle every ten seconds at 1%
 // of the CPU, a few small pauses that are mostly stopped, a flat live heap.
 var healthy = program{

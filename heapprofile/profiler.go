@@ -1,0 +1,388 @@
+package heapprofile
+
+import (
+	"math"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/gcprobe/probe/internal/lifecycle"
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// Errors wrapped by Start; the same values as the other gcprobe packages',
+// so errors.Is works with any of them.
+var (
+	// ErrRunning is wrapped by Start's error while the profiler runs.
+	ErrRunning = lifecycle.ErrRunning
+	// ErrStopped is wrapped by Start's error after Stop.
+	ErrStopped = lifecycle.ErrStopped
+)
+
+// Site is one call site of the heap profile: the first frame in the
+// user's or a dependency's code of the stacks that allocated there, with
+// what they allocated over the latest window and hold now. Bytes and
+// objects are the runtime's samples scaled up as pprof scales them:
+// estimates (see the package documentation).
+type Site struct {
+	// Frame is the site. Its Label is the site label gcprobe uses
+	// everywhere ("function file:line").
+	Frame stackcapture.Frame
+	// Stack is the first stack seen through the site, from the site
+	// outward (the site first, then its callers).
+	Stack []stackcapture.Frame
+	// AllocBytes and AllocObjects are what the site allocated over the
+	// latest window.
+	AllocBytes, AllocObjects int64
+	// AllocBytesPerSecond is AllocBytes over the window's length.
+	AllocBytesPerSecond float64
+	// InUseBytes and InUseObjects are what the site's allocations hold
+	// now (as of the latest GC cycle).
+	InUseBytes, InUseObjects int64
+	// GrowthBytes is how much InUseBytes changed over the latest window.
+	GrowthBytes int64
+	// GrowingFor is how many consecutive windows InUseBytes has grown.
+	GrowingFor int
+	// GrownBytes is how much InUseBytes grew over those windows.
+	GrownBytes int64
+}
+
+// Label returns the site as "function file:line", bounded and safe for a
+// metric label or a span attribute.
+func (s *Site) Label() string { return s.Frame.Label() }
+
+// Snapshot is the profiler's picture after its latest read.
+type Snapshot struct {
+	// Time is when the latest read ran; zero before the first.
+	Time time.Time
+	// Window is the time between the two latest reads, which the
+	// allocation figures cover; zero after the first read, which only
+	// sets the baseline.
+	Window time.Duration
+	// Rate is runtime.MemProfileRate at the latest read; 0 means the
+	// runtime records no profile, and every list is empty.
+	Rate int
+	// Buckets is how many stacks the runtime's profile held, and Sites
+	// how many sites they make.
+	Buckets, Sites int
+	// Reads counts the reads, Skipped those not made because the profile
+	// had more than WithMaxBuckets buckets.
+	Reads, Skipped uint64
+	// ReadDuration is how long the latest read took (wall time).
+	ReadDuration time.Duration
+	// Allocating are the sites that allocated most over the window, most
+	// first, at most WithTopK of them.
+	Allocating []Site
+	// Growing are the sites whose in-use bytes grew over the latest
+	// WithGrowing windows by at least its bytes, most grown first, at
+	// most WithTopK of them.
+	Growing []Site
+}
+
+// bucket is one stack of the runtime's profile across reads.
+type bucket struct {
+	allocBytes, allocObjs int64 // cumulative, raw, at the previous read
+	site                  int32
+}
+
+// siteState is one site across reads.
+type siteState struct {
+	frame stackcapture.Frame
+	pcs   []uintptr            // the first stack seen, from the site out
+	stack []stackcapture.Frame // symbolized on first report
+
+	winBytes, winObjs     int64 // this window, scaled
+	inuseBytes, inuseObjs int64 // now, scaled
+	prevInuse             int64
+	growth                int64
+	grewFor               int
+	grownFrom             int64
+}
+
+// Profiler reads the runtime's heap profile by deltas. Create it with New.
+type Profiler struct {
+	cfg config
+
+	// mu guards a read and everything it writes; the record slice and
+	// the tables are reused from one read to the next.
+	mu      sync.Mutex
+	records []runtime.MemProfileRecord
+	buckets map[uint64]*bucket
+	sites   []*siteState
+	byLabel map[string]int32
+	topA    []int32 // reused top lists, site indices
+	topG    []int32
+	snap    Snapshot
+	last    time.Time
+	read    func([]runtime.MemProfileRecord) (int, bool) // runtime.MemProfile, or a test's
+
+	life lifecycle.Lifecycle
+}
+
+// New returns a Profiler configured by opts. It reads nothing until
+// Sample, Start or Run.
+func New(opts ...Option) (*Profiler, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, optionErr("New", "nil Option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	p := &Profiler{
+		cfg:     cfg,
+		buckets: make(map[uint64]*bucket),
+		byLabel: make(map[string]int32),
+		read:    func(r []runtime.MemProfileRecord) (int, bool) { return runtime.MemProfile(r, true) },
+	}
+	p.life.Name = "heapprofile: Profiler"
+	return p, nil
+}
+
+// Start reads the profile now and then every WithInterval in a goroutine of
+// its own, until Stop. A profiler runs once: Start returns an error
+// wrapping ErrRunning if it runs, ErrStopped once stopped.
+func (p *Profiler) Start() error {
+	return p.life.Start(func() error {
+		done := p.life.Done()
+		p.life.Go(func() {
+			t := time.NewTicker(p.cfg.interval)
+			defer t.Stop()
+			p.Sample()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					p.Sample()
+				}
+			}
+		})
+		return nil
+	}, nil)
+}
+
+// Stop stops the reads and waits for the goroutine; idempotent. Sample and
+// Snapshot keep working.
+func (p *Profiler) Stop() { _ = p.life.Stop(nil) }
+
+// Sample reads the profile once, synchronously, and updates the snapshot.
+// The first read only sets the baseline of the allocation figures.
+func (p *Profiler) Sample() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	start := time.Now()
+	now := p.cfg.now()
+	sn := &p.snap
+	sn.Rate = runtime.MemProfileRate
+	if !p.fill() {
+		sn.Skipped++
+		return
+	}
+	first := sn.Reads == 0
+	sn.Reads++
+	sn.Buckets = len(p.records)
+	if first {
+		sn.Window = 0
+	} else {
+		sn.Window = now.Sub(p.last)
+	}
+	p.last, sn.Time = now, now
+
+	for _, s := range p.sites {
+		s.winBytes, s.winObjs, s.inuseBytes, s.inuseObjs = 0, 0, 0, 0
+	}
+	for i := range p.records {
+		r := &p.records[i]
+		b := p.bucketOf(r)
+		f := scale(r.AllocObjects, r.AllocBytes, sn.Rate)
+		s := p.sites[b.site]
+		if !first {
+			s.winBytes += int64(float64(r.AllocBytes-b.allocBytes) * f)
+			s.winObjs += int64(float64(r.AllocObjects-b.allocObjs) * f)
+		}
+		s.inuseBytes += int64(float64(r.InUseBytes()) * f)
+		s.inuseObjs += int64(float64(r.InUseObjects()) * f)
+		b.allocBytes, b.allocObjs = r.AllocBytes, r.AllocObjects
+	}
+	for _, s := range p.sites {
+		s.growth = s.inuseBytes - s.prevInuse
+		switch {
+		case first:
+			s.grewFor, s.grownFrom = 0, s.inuseBytes
+		case s.growth > 0:
+			s.grewFor++
+		default:
+			s.grewFor, s.grownFrom = 0, s.inuseBytes
+		}
+		s.prevInuse = s.inuseBytes
+	}
+	sn.Sites = len(p.sites)
+	p.rank(first)
+	sn.ReadDuration = time.Since(start)
+}
+
+// fill reads the runtime's profile into p.records, growing the slice up to
+// the bucket bound; false when the profile is bigger than the bound.
+func (p *Profiler) fill() bool {
+	for {
+		n, ok := p.read(p.records[:cap(p.records)])
+		if ok {
+			p.records = p.records[:n]
+			return true
+		}
+		if n > p.cfg.maxBuckets {
+			return false
+		}
+		// Room for the buckets added while we grow.
+		p.records = make([]runtime.MemProfileRecord, 0, min(n+n/8+16, p.cfg.maxBuckets))
+	}
+}
+
+// bucketOf returns r's bucket, making it (and its site) on first sight.
+func (p *Profiler) bucketOf(r *runtime.MemProfileRecord) *bucket {
+	stk := r.Stack()
+	h := stackcapture.HashPCs(stk)
+	if b := p.buckets[h]; b != nil {
+		return b
+	}
+	// A new stack: the runtime's buckets are never freed, so the map
+	// grows with the profile, which fill bounds.
+	b := &bucket{site: p.siteOf(stk)}
+	p.buckets[h] = b
+	return b
+}
+
+// siteOf finds the site of a stack: the first return PC whose frames begin
+// in the user's or a dependency's code; the innermost frame if none does.
+func (p *Profiler) siteOf(stk []uintptr) int32 {
+	at := 0
+	var f stackcapture.Frame
+	found := false
+	for i, pc := range stk {
+		if stackcapture.OriginOf(pc) == stackcapture.OriginUser {
+			if sf := stackcapture.SiteFrameOfPC(pc); sf != nil {
+				f, at, found = *sf, i, true
+				break
+			}
+		}
+	}
+	if !found && len(stk) > 0 {
+		if sf := stackcapture.SiteFrameOfPC(stk[0]); sf != nil {
+			f = *sf
+		}
+	}
+	key := f.String()
+	if i, ok := p.byLabel[key]; ok {
+		return i
+	}
+	i := int32(len(p.sites))
+	p.sites = append(p.sites, &siteState{frame: f, pcs: append([]uintptr(nil), stk[at:]...)})
+	p.byLabel[key] = i
+	return i
+}
+
+// scale returns the factor that turns a stack's sampled counts into
+// estimates of what was allocated, as pprof does: the runtime picks an
+// object of size s with probability 1 - exp(-s/rate).
+func scale(objs, bytes int64, rate int) float64 {
+	if objs <= 0 || bytes <= 0 || rate <= 1 {
+		return 1
+	}
+	avg := float64(bytes) / float64(objs)
+	return 1 / (1 - math.Exp(-avg/float64(rate)))
+}
+
+// rank fills the snapshot's top lists.
+func (p *Profiler) rank(first bool) {
+	k := p.cfg.topK
+	p.topA, p.topG = p.topA[:0], p.topG[:0]
+	for i, s := range p.sites {
+		if !first && s.winBytes > 0 {
+			p.topA = insertTop(p.topA, int32(i), k, func(a, b int32) bool { return p.sites[a].winBytes > p.sites[b].winBytes })
+		}
+		if s.grewFor >= p.cfg.growingWindows && s.inuseBytes-s.grownFrom >= p.cfg.growingBytes {
+			p.topG = insertTop(p.topG, int32(i), k, func(a, b int32) bool {
+				return p.sites[a].inuseBytes-p.sites[a].grownFrom > p.sites[b].inuseBytes-p.sites[b].grownFrom
+			})
+		}
+	}
+	sn := &p.snap
+	sn.Allocating = p.render(sn.Allocating[:0], p.topA)
+	sn.Growing = p.render(sn.Growing[:0], p.topG)
+}
+
+// insertTop inserts i into top, kept sorted by better and at most k long.
+func insertTop(top []int32, i int32, k int, better func(a, b int32) bool) []int32 {
+	j := len(top)
+	for j > 0 && better(i, top[j-1]) {
+		j--
+	}
+	if j >= k {
+		return top
+	}
+	if len(top) < k {
+		top = append(top, 0)
+	}
+	copy(top[j+1:], top[j:len(top)-1])
+	top[j] = i
+	return top
+}
+
+// render appends the sites of idx to dst, symbolizing a site's stack the
+// first time it is reported.
+func (p *Profiler) render(dst []Site, idx []int32) []Site {
+	sec := p.snap.Window.Seconds()
+	for _, i := range idx {
+		s := p.sites[i]
+		if s.stack == nil {
+			s.stack = symbolize(s.pcs, s.frame)
+		}
+		st := Site{
+			Frame: s.frame, Stack: s.stack,
+			AllocBytes: s.winBytes, AllocObjects: s.winObjs,
+			InUseBytes: s.inuseBytes, InUseObjects: s.inuseObjs,
+			GrowthBytes: s.growth, GrowingFor: s.grewFor, GrownBytes: s.inuseBytes - s.grownFrom,
+		}
+		if sec > 0 {
+			st.AllocBytesPerSecond = float64(s.winBytes) / sec
+		}
+		dst = append(dst, st)
+	}
+	return dst
+}
+
+// symbolize expands pcs into frames, inlined calls included, beginning at
+// the site's frame.
+func symbolize(pcs []uintptr, site stackcapture.Frame) []stackcapture.Frame {
+	var fs []stackcapture.Frame
+	it := runtime.CallersFrames(pcs)
+	for {
+		f, more := it.Next()
+		if len(fs) > 0 || (f.Function == site.Function && f.Line == site.Line) {
+			fs = append(fs, stackcapture.Frame{Function: f.Function, File: f.File, Line: f.Line, PC: f.PC})
+		}
+		if !more {
+			break
+		}
+	}
+	if len(fs) == 0 {
+		fs = []stackcapture.Frame{site}
+	}
+	return fs
+}
+
+// Snapshot returns the latest read's picture. Its slices are the caller's.
+func (p *Profiler) Snapshot() Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sn := p.snap
+	sn.Allocating = append([]Site(nil), p.snap.Allocating...)
+	sn.Growing = append([]Site(nil), p.snap.Growing...)
+	return sn
+}
+
+// Interval returns the configured read interval (WithInterval).
+func (p *Profiler) Interval() time.Duration { return p.cfg.interval }

@@ -1,0 +1,223 @@
+package heapprofile
+
+import (
+	"errors"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gcprobe/probe/internal/testkit"
+)
+
+// publish makes the runtime publish the allocations made so far: the heap
+// profile is as of the latest completed GC cycle, and an allocation shows
+// in it two cycles after it was made.
+func publish() {
+	runtime.GC()
+	runtime.GC()
+}
+
+var sink []byte
+
+// churn allocates n bytes in 4 KiB objects at one line, keeping none.
+//
+//go:noinline
+func churn(n int) {
+	for range n / 4096 {
+		sink = make([]byte, 4096) // marker: churn
+	}
+}
+
+var cache [][]byte
+
+// grow keeps n more bytes in 256 KiB objects at one line.
+//
+//go:noinline
+func grow(n int) {
+	for range n / (256 << 10) {
+		cache = append(cache, make([]byte, 256<<10)) // marker: grow
+	}
+}
+
+// clock is a manual clock for the window lengths.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newProfiler(t *testing.T, opts ...Option) (*Profiler, *clock) {
+	t.Helper()
+	c := &clock{t: time.Unix(1000, 0)}
+	p, err := New(append([]Option{WithClock(c.now)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, c
+}
+
+func isLine(s Site, file string, line int) bool {
+	return filepath.Base(s.Frame.File) == file && s.Frame.Line == line
+}
+
+func TestAllocationLoopIsNamed(t *testing.T) {
+	line := testkit.MarkerLine(t, "profiler_test.go", "churn")
+	p, c := newProfiler(t)
+	publish()
+	p.Sample() // the baseline
+	for w := 1; w <= 3; w++ {
+		churn(64 << 20)
+		publish()
+		c.t = c.t.Add(10 * time.Second)
+		p.Sample()
+		sn := p.Snapshot()
+		if len(sn.Allocating) > 0 && isLine(sn.Allocating[0], "profiler_test.go", line) {
+			top := sn.Allocating[0]
+			// 64 MiB over 10 s, estimated from about 128 samples.
+			if top.AllocBytes < 32<<20 || top.AllocBytes > 128<<20 {
+				t.Errorf("window %d: %d bytes allocated at the loop, want about 64 MiB", w, top.AllocBytes)
+			}
+			if r := top.AllocBytesPerSecond; r < 3.2*(1<<20) || r > 12.8*(1<<20) {
+				t.Errorf("window %d: %.0f B/s, want about 6.4 MiB/s", w, r)
+			}
+			if !strings.HasSuffix(top.Frame.Function, "heapprofile.churn") || len(top.Stack) < 2 ||
+				top.Stack[0].Line != line || !strings.Contains(top.Stack[1].Function, "TestAllocationLoopIsNamed") {
+				t.Errorf("site %v, stack %v: want churn's line, then the test", top.Frame, top.Stack)
+			}
+			for _, s := range sn.Growing {
+				if isLine(s, "profiler_test.go", line) {
+					t.Errorf("the loop keeps nothing, yet it is growing: %+v", s)
+				}
+			}
+			return
+		}
+	}
+	t.Fatalf("the loop at line %d was not the top allocating site within three windows: %+v", line, p.Snapshot().Allocating)
+}
+
+func TestGrowingCacheIsNamed(t *testing.T) {
+	line := testkit.MarkerLine(t, "profiler_test.go", "grow")
+	t.Cleanup(func() { cache = nil })
+	p, c := newProfiler(t)
+	publish()
+	p.Sample()
+	for w := 1; w <= 3; w++ {
+		grow(8 << 20)
+		churn(8 << 20) // and some churn, which must not count as growth
+		publish()
+		c.t = c.t.Add(10 * time.Second)
+		p.Sample()
+		sn := p.Snapshot()
+		if w < DefaultGrowingWindows {
+			if len(sn.Growing) > 0 {
+				t.Fatalf("window %d: growing after fewer than %d windows: %+v", w, DefaultGrowingWindows, sn.Growing)
+			}
+			continue
+		}
+		if len(sn.Growing) == 0 || !isLine(sn.Growing[0], "profiler_test.go", line) {
+			t.Fatalf("window %d: growing sites %+v, want the cache's line %d first", w, sn.Growing, line)
+		}
+		g := sn.Growing[0]
+		if g.GrowingFor != 3 || g.GrownBytes < 12<<20 || g.InUseBytes < 12<<20 {
+			t.Errorf("growing for %d windows, grown %d, in use %d: want 3 windows, about 24 MiB", g.GrowingFor, g.GrownBytes, g.InUseBytes)
+		}
+		for _, s := range sn.Growing {
+			if isLine(s, "profiler_test.go", testkit.MarkerLine(t, "profiler_test.go", "churn")) {
+				t.Errorf("the churn is growing: %+v", s)
+			}
+		}
+	}
+}
+
+func TestSteadyProgramGrowsNothing(t *testing.T) {
+	p, c := newProfiler(t)
+	publish()
+	p.Sample()
+	var held [][]byte
+	for w := 1; w <= 6; w++ {
+		// A steady working set: the same 4 MiB replaced every window.
+		held = held[:0]
+		for range 16 {
+			held = append(held, make([]byte, 256<<10))
+		}
+		churn(4 << 20)
+		publish()
+		c.t = c.t.Add(10 * time.Second)
+		p.Sample()
+		if g := p.Snapshot().Growing; len(g) > 0 {
+			t.Fatalf("window %d: a steady program has growing sites: %+v", w, g)
+		}
+	}
+	runtime.KeepAlive(held)
+}
+
+func TestBucketBound(t *testing.T) {
+	p, _ := newProfiler(t, WithMaxBuckets(1))
+	p.Sample()
+	sn := p.Snapshot()
+	if sn.Skipped != 1 || sn.Reads != 0 || cap(p.records) > 1 {
+		t.Fatalf("over the bound: skipped %d, reads %d, records cap %d", sn.Skipped, sn.Reads, cap(p.records))
+	}
+}
+
+func TestProfilingOff(t *testing.T) {
+	p, c := newProfiler(t)
+	p.read = func([]runtime.MemProfileRecord) (int, bool) { return 0, true } // what MemProfileRate = 0 leaves
+	p.Sample()
+	churn(1 << 20)
+	c.t = c.t.Add(time.Second)
+	p.Sample()
+	if sn := p.Snapshot(); len(sn.Allocating)+len(sn.Growing) != 0 || sn.Reads != 2 {
+		t.Fatalf("empty profile: %+v", sn)
+	}
+}
+
+func TestScale(t *testing.T) {
+	tests := []struct {
+		name        string
+		objs, bytes int64
+		rate        int
+		want        float64
+	}{
+		{"every allocation recorded", 10, 100, 1, 1},
+		{"objects the size of the rate", 1, 512 << 10, 512 << 10, 1 / (1 - 0.36787944117144233)},
+		{"small objects", 1000, 16000, 512 << 10, 32769}, // 1/(1-exp(-16/524288)) ≈ 524288/16
+		{"nothing", 0, 0, 512 << 10, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := scale(tt.objs, tt.bytes, tt.rate)
+			if d := got/tt.want - 1; d > 0.001 || d < -0.001 {
+				t.Errorf("scale = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestOptions(t *testing.T) {
+	for _, o := range []Option{nil, WithInterval(time.Millisecond), WithMaxBuckets(0), WithTopK(0), WithTopK(MaxTopK + 1),
+		WithGrowing(0, 1), WithGrowing(1, 0), WithClock(nil)} {
+		if _, err := New(o); !errors.Is(err, ErrInvalidOption) {
+			t.Errorf("New accepted a bad option: %v", err)
+		}
+	}
+}
+
+func TestStartStop(t *testing.T) {
+	p, err := New(WithInterval(MinInterval))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(); !errors.Is(err, ErrRunning) {
+		t.Fatalf("second Start: %v", err)
+	}
+	testkit.Poll(t, 10*time.Second, "two reads", func() bool { return p.Snapshot().Reads >= 2 })
+	p.Stop()
+	p.Stop()
+	if err := p.Start(); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
+}
