@@ -36,7 +36,9 @@ func BenchmarkRead(b *testing.B) {
 				copy(dst, src)
 				return len(src), true
 			}
-			p.Sample() // the baseline: every bucket and site made
+			var cycle uint64
+			p.cycles = func() uint64 { cycle++; return cycle } // a cycle before every read
+			p.Sample()                                         // the baseline: every bucket and site made
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {

@@ -3,6 +3,7 @@ package heapprofile
 import (
 	"math"
 	"runtime"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -68,6 +69,9 @@ type Snapshot struct {
 	// Reads counts the reads, Skipped those not made because the profile
 	// had more than WithMaxBuckets buckets.
 	Reads, Skipped uint64
+	// Unchanged counts the reads skipped because no GC cycle had ended
+	// since the previous one (see Sample).
+	Unchanged uint64
 	// ReadDuration is how long the latest read took (wall time).
 	ReadDuration time.Duration
 	// Allocating are the sites that allocated most over the window, most
@@ -115,6 +119,9 @@ type Profiler struct {
 	snap    Snapshot
 	last    time.Time
 	read    func([]runtime.MemProfileRecord) (int, bool) // runtime.MemProfile, or a test's
+	cycles  func() uint64                                // GC cycles completed; a test's in tests
+	cycle   uint64                                       // at the latest read
+	cycleS  []metrics.Sample
 
 	life lifecycle.Lifecycle
 }
@@ -136,7 +143,9 @@ func New(opts ...Option) (*Profiler, error) {
 		buckets: make(map[uint64]*bucket),
 		byLabel: make(map[string]int32),
 		read:    func(r []runtime.MemProfileRecord) (int, bool) { return runtime.MemProfile(r, true) },
+		cycleS:  []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}},
 	}
+	p.cycles = p.readCycles
 	p.life.Name = "heapprofile: Profiler"
 	return p, nil
 }
@@ -168,8 +177,21 @@ func (p *Profiler) Start() error {
 // Snapshot keep working.
 func (p *Profiler) Stop() { _ = p.life.Stop(nil) }
 
+// readCycles returns the GC cycles completed so far.
+func (p *Profiler) readCycles() uint64 {
+	metrics.Read(p.cycleS)
+	if p.cycleS[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return p.cycleS[0].Value.Uint64()
+}
+
 // Sample reads the profile once, synchronously, and updates the snapshot.
-// The first read only sets the baseline of the allocation figures.
+// The first read only sets the baseline of the allocation figures. The
+// runtime publishes the profile at the end of each GC cycle, so with no
+// cycle since the previous read there is nothing new: Sample then changes
+// nothing, and the window extends to the next read that has a cycle (a
+// window without one would read as no allocation and no growth).
 func (p *Profiler) Sample() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -177,12 +199,18 @@ func (p *Profiler) Sample() {
 	now := p.cfg.now()
 	sn := &p.snap
 	sn.Rate = runtime.MemProfileRate
+	cycle := p.cycles()
+	if sn.Reads > 0 && cycle == p.cycle {
+		sn.Unchanged++
+		return
+	}
 	if !p.fill() {
 		sn.Skipped++
 		return
 	}
 	first := sn.Reads == 0
 	sn.Reads++
+	p.cycle = cycle
 	sn.Buckets = len(p.records)
 	if first {
 		sn.Window = 0

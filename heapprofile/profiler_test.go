@@ -160,11 +160,35 @@ func TestBucketBound(t *testing.T) {
 	}
 }
 
+func TestNoCycleNoWindow(t *testing.T) {
+	line := testkit.MarkerLine(t, "profiler_test.go", "churn")
+	p, c := newProfiler(t)
+	var cycle uint64 = 1
+	p.cycles = func() uint64 { return cycle }
+	publish()
+	p.Sample()
+	churn(32 << 20)
+	publish()
+	c.t = c.t.Add(time.Second)
+	p.Sample() // the runtime's count says no cycle ended: nothing read
+	if sn := p.Snapshot(); sn.Reads != 1 || sn.Unchanged != 1 || len(sn.Allocating) != 0 {
+		t.Fatalf("a read without a cycle changed the picture: %+v", sn)
+	}
+	cycle++
+	c.t = c.t.Add(time.Second)
+	p.Sample()
+	sn := p.Snapshot()
+	if sn.Window != 2*time.Second || len(sn.Allocating) == 0 || !isLine(sn.Allocating[0], "profiler_test.go", line) {
+		t.Fatalf("the window did not extend over the read without a cycle: window %v, %+v", sn.Window, sn.Allocating)
+	}
+}
+
 func TestProfilingOff(t *testing.T) {
 	p, c := newProfiler(t)
 	p.read = func([]runtime.MemProfileRecord) (int, bool) { return 0, true } // what MemProfileRate = 0 leaves
 	p.Sample()
 	churn(1 << 20)
+	publish()
 	c.t = c.t.Add(time.Second)
 	p.Sample()
 	if sn := p.Snapshot(); len(sn.Allocating)+len(sn.Growing) != 0 || sn.Reads != 2 {
@@ -214,7 +238,7 @@ func TestStartStop(t *testing.T) {
 	if err := p.Start(); !errors.Is(err, ErrRunning) {
 		t.Fatalf("second Start: %v", err)
 	}
-	testkit.Poll(t, 10*time.Second, "two reads", func() bool { return p.Snapshot().Reads >= 2 })
+	testkit.Poll(t, 10*time.Second, "two reads", func() bool { sn := p.Snapshot(); return sn.Reads+sn.Unchanged >= 2 })
 	p.Stop()
 	p.Stop()
 	if err := p.Start(); !errors.Is(err, ErrStopped) {
