@@ -292,10 +292,10 @@ func addCleanup[T, S any](w *Watcher, ptr *T, cleanup func(S), arg S, pc uintptr
 	r := &cleanupRec[S]{fn: cleanup, arg: arg}
 	// Counted before the runtime call: once AddCleanup returns, ptr may be
 	// collected and the cleanup run before this function goes on.
-	cyc, n := w.account(s)
+	cyc := w.account(s)
 	r.h.cyc = cyc
 	var smp *stackSample
-	if w.sampleNow(s, n) {
+	if w.sampleNow() {
 		if smp = w.sample(s, 2); smp != nil {
 			r.h.state.Store(cleanupPending | cleanupSampled)
 		}

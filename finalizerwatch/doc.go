@@ -84,10 +84,10 @@
 // MoreCyclesNeeded says how many cycles are missing before the classes can
 // be trusted (SuspectCycles+GrowthWindow in all).
 //
-// Registration costs what it did: an atomic load and compare, an atomic
-// add; the first registration of an entry in each cycle takes the entry's
-// lock (as it already did once the entry was 16 cycles old, to fold
-// its age ring) and also sums its suspects (a few tens of nanoseconds,
+// A registration costs one atomic add to its entry's counter of the
+// current cycle, a clear or a run one more to the entry's ends of that
+// cycle; the first registration of an entry in each cycle takes the entry's
+// lock (to fold its ring of 16 cycles) and also sums its suspects (a few tens of nanoseconds,
 // once per entry and cycle). The model's state is
 // 32 bytes per ledger entry; a read updates it at most once per entry and
 // cycle, under the lock the read already takes. Execution is unchanged.

@@ -23,7 +23,7 @@ package finalizerwatch
 // The state is 32 bytes per ledger entry, updated under the entry's
 // age-ring lock by the paths that already take it: the first registration
 // of each cycle (which folds the ring) and reads. A registration otherwise
-// costs what it did: one atomic load and compare, one atomic add.
+// costs one atomic load and compare and one atomic add (site.account).
 
 import "math"
 

@@ -121,7 +121,9 @@ func refSample(ref unsafe.Pointer, sampled bool) *stackSample {
 // countCleared counts a registration of kind k made in cycle cyc at s
 // (and under smp, if sampled) as cleared.
 func countCleared(k Kind, s *site, smp *stackSample, cyc uint32) {
-	s.cleared.Add(1)
+	if k == KindCleanup {
+		s.cleared.Add(1) // a finalizer's clears are what ends counts beyond executed
+	}
 	s.done(k, cyc)
 	if smp != nil {
 		smp.cleared.Add(1)

@@ -185,7 +185,7 @@ func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 	if id == 0 {
 		return 0
 	}
-	cyc, _ := w.account(s)
+	cyc := w.account(s)
 	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits
 }
 

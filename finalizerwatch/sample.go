@@ -1,8 +1,6 @@
 package finalizerwatch
 
 import (
-	"math"
-	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
 
@@ -19,12 +17,12 @@ import (
 //
 // Each registration is sampled independently with probability 1/rate, so
 // the scaled counts are unbiased estimates, as with the heap profile. The
-// draws are made per site as the gaps between sampled registrations: the
-// gaps of independent draws with probability p are geometric, so each site
-// keeps the registration count at which its next sample falls
-// (site.nextSample), and a registration compares its count, which it gets
-// from the counter it adds to anyway, with that. A random number is drawn
-// once per sample, not once per registration.
+// draw is one 32-bit number from the runtime's per-thread wyrand generator
+// (runtime.cheaprand, which the runtime keeps linkable for packages
+// outside it: runtime/rand.go), a nanosecond and no shared state, compared
+// with a threshold: no per-site state, no atomic add. math/rand/v2's
+// global functions draw from the runtime's ChaCha8 generator instead, which
+// measured 6 ns a registration here.
 
 // stackSample is an entry of the sampled-stacks table: the sampled
 // registrations made through one stack.
@@ -42,68 +40,26 @@ type sampleKey struct {
 	stack *stackcapture.Stack
 }
 
-// sampleNow reports whether the registration that made s's registered
-// count n captures its full stack: one load and a compare, inlined into the
-// registration paths; one registration in rate, and each site's first,
-// goes on to sampleDue.
-func (w *Watcher) sampleNow(s *site, n uint64) bool {
-	return n >= s.nextSample.Load() && w.sampleDue(s, n)
+// sampleNow reports whether a registration captures its full stack: one
+// in rate, at random, unless full stacks keep every stack anyway.
+func (w *Watcher) sampleNow() bool {
+	t := w.sampleThreshold.Load()
+	return t != 0 && uint64(cheaprand()) < t && !w.full.Load()
 }
 
-// sampleDue is sampleNow's slow path.
-func (w *Watcher) sampleDue(s *site, n uint64) bool {
-	for {
-		at := s.nextSample.Load()
-		if at > n {
-			return false // a racing registration took the sample
-		}
-		rate := w.sampleRate.Load()
-		var next uint64
-		due := false
-		switch {
-		case rate <= 0:
-			next = math.MaxUint64 // off until SetStackSampleRate
-		case at == 0:
-			// No sample drawn yet (a new site, or a new rate): the first
-			// sampled registration is the gap's, counting this one.
-			if next = n - 1 + sampleGap(rate); next == n {
-				due, next = true, n+sampleGap(rate)
-			}
-		default:
-			// This registration reached the count drawn: sample it. A
-			// registration racing for the same count loses the swap below.
-			due, next = true, n+sampleGap(rate)
-		}
-		if s.nextSample.CompareAndSwap(at, next) {
-			// With full stacks every stack is kept anyway: the draws go
-			// on, so that turning them off samples from then on.
-			return due && !w.full.Load()
-		}
-	}
-}
+// cheaprand is the runtime's per-thread generator.
+//
+//go:linkname cheaprand runtime.cheaprand
+func cheaprand() uint32
 
-// sampleGap draws the number of registrations up to and including the next
-// sampled one, when each is sampled with probability 1/rate: geometric,
-// 1 at rate 1.
-func sampleGap(rate int64) uint64 {
-	if rate == 1 {
-		return 1
+// sampleThreshold is the 32-bit draw below which a registration is sampled
+// at rate: 2^32/rate (at least 1: a rate beyond 2^32 samples one in 2^32),
+// 0 for none.
+func sampleThreshold(rate int64) uint64 {
+	if rate <= 0 {
+		return 0
 	}
-	u := 1 - rand.Float64() // (0, 1]
-	g := math.Floor(math.Log(u)/math.Log1p(-1/float64(rate))) + 1
-	return uint64(min(g, 1<<40))
-}
-
-// resetSampling makes every site draw its next sample anew, at the rate
-// now in force.
-func (w *Watcher) resetSampling() {
-	for k := range w.overflow {
-		w.overflow[k].nextSample.Store(0)
-	}
-	w.sites.Range(func(_ siteKey, s *site) bool {
-		s.nextSample.Store(0)
-		return true
-	})
+	return max(1<<32/uint64(rate), 1)
 }
 
 // sample captures the full stack of a registration counted at s, skip
@@ -171,7 +127,7 @@ func (w *Watcher) SetStackSampleRate(rate int) {
 	}
 	w.init()
 	w.sampleRate.Store(int64(rate))
-	w.resetSampling()
+	w.sampleThreshold.Store(sampleThreshold(int64(rate)))
 }
 
 // StackSamples returns the sampled stacks of kind k, in no particular

@@ -215,30 +215,29 @@ func TestSetStackSampleRate(t *testing.T) {
 	}
 }
 
-// TestSampleGap: the gaps between samples are geometric with mean rate:
-// the mean, and the share of gaps of 1 (a sample right after a sample).
-func TestSampleGap(t *testing.T) {
+// TestSampleRateDraws: a registration is sampled with probability
+// 1/rate: the share of draws under the threshold, at several rates.
+func TestSampleRateDraws(t *testing.T) {
+	w, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, rate := range []int64{1, 2, 16, 512} {
+		w.sampleThreshold.Store(sampleThreshold(rate))
 		const n = 200_000
-		var sum, ones float64
+		hits := 0.0
 		for range n {
-			g := sampleGap(rate)
-			if g < 1 {
-				t.Fatalf("rate %d: gap %d", rate, g)
+			if w.sampleNow() {
+				hits++
 			}
-			sum += float64(g)
-			if g == 1 {
-				ones++
-			}
-		}
-		// Geometric(1/rate): sd of the mean is sqrt(rate*(rate-1)/n).
-		mean, sd := sum/n, math.Sqrt(float64(rate*(rate-1))/n)
-		if math.Abs(mean-float64(rate)) > 6*sd+1e-9 {
-			t.Errorf("rate %d: mean gap %.2f, want %d ± %.2f", rate, mean, rate, 6*sd)
 		}
 		p := 1 / float64(rate)
-		if sdOnes := math.Sqrt(n * p * (1 - p)); math.Abs(ones-n*p) > 6*sdOnes+1e-9 {
-			t.Errorf("rate %d: %v gaps of 1 in %d, want %.0f", rate, ones, n, n*p)
+		if sd := math.Sqrt(n * p * (1 - p)); math.Abs(hits-n*p) > 6*sd+1e-9 {
+			t.Errorf("rate %d: %v of %d draws sampled, want %.0f ± %.0f", rate, hits, n, n*p, 6*sd)
 		}
+	}
+	w.sampleThreshold.Store(sampleThreshold(0))
+	if w.sampleNow() {
+		t.Error("rate 0 sampled a registration")
 	}
 }

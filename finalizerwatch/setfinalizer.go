@@ -159,9 +159,9 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 	}
 	w.init()
 	s := w.siteFor(KindFinalizer, pc, 3)
-	cyc, n := w.account(s)
+	cyc := w.account(s)
 	var smp *stackSample
-	if w.sampleNow(s, n) {
+	if w.sampleNow() {
 		if smp = w.sample(s, 3); smp != nil {
 			call |= callSampled
 		}

@@ -45,27 +45,34 @@ type siteKey struct {
 // site is one ledger entry. Its counters are updated with atomics on the
 // registration and execution paths; everything else is read-side.
 //
+// A registration, a clear and a run each add to one per-cycle counter and
+// no other (a run also to executed, a cleanup's settled Stop to cleared):
+// the counts the ledger reports are sums of them, read under the entry's
+// lock (see counts). Every atomic add is a locked instruction that the core
+// waits for: per-cycle counters replace the registered and cleared totals
+// and the outstanding slots that a registration and a clear each added to
+// before, two adds instead of four for a set and a clear.
+//
 // A watcher may hold a few thousand entries (MaxSitesLimit: millions), so
-// the layout is kept tight: 224 bytes, a 256-byte node with the table's
+// the layout is kept tight: a 352-byte table node with the table's hash and
 // key. What not every entry needs is allocated on first use: the run-time
 // histogram on the entry's first run, the symbolized site on its first
 // read.
 //
-// The fields are laid out by who writes them, in the node's four cache
-// lines (TestSiteLayout), because registrations and callbacks of one site
-// run on different cores at once (the finalizer goroutine; a program that
-// keeps making and dropping objects): a line that one side writes and the
-// other reads moves between the cores on nearly every operation. The first
-// line, with the table's hash and key, is the registrations' alone; the
-// second is the callbacks' (their counters) and otherwise read-only; the
-// age slots, written by both, fill the third; the fourth is read-mostly.
-// So the callbacks' side must not read the first line: it is given its
-// kind rather than reading s.kind (see done).
+// The fields are laid out by who writes them, in the node's cache lines
+// (TestSiteLayout), because registrations and callbacks of one site run on
+// different cores at once (the finalizer goroutine; a program that keeps
+// making and dropping objects): a line that one side writes and the other
+// reads moves between the cores on nearly every operation. The first line,
+// with the table's hash and key, and the second, the registrations'
+// per-cycle counters, are the registrations' alone; the third holds the
+// ends' per-cycle counters (clears and runs); the fourth is the
+// callbacks' (their counters) and otherwise read-only; the rest is
+// read-mostly. So the callbacks' side must not read the first line: it is
+// given its kind rather than reading s.kind (see done).
 type site struct {
-	// The registrations' line (with the node's hash and key).
-	registered atomic.Uint64
-	nextSample atomic.Uint64       // registered count of the next sampled registration (sample.go); 0: to draw
-	stack      *stackcapture.Stack // the key (full stacks) or the first registration's stack
+	// The registrations' line (with the node's hash and key): set once.
+	stack *stackcapture.Stack // the key (full stacks) or the first registration's stack
 	// checked is set once a registration here passed the runtime's own
 	// checks of AddCleanup's arguments (see verifyCleanup).
 	checked atomic.Bool
@@ -82,8 +89,15 @@ type site struct {
 	// entry reached through the standard library registered (runtime.go),
 	// 0 for none.
 	res uint8
+	_   [16]byte // the node's second line starts with reg
 
-	// The callbacks' line: set once, or counted by callbacks and clears.
+	// reg counts the registrations made in each cycle of the ring's
+	// window, ends those of them that ran or were cleared (mod 2^32;
+	// see ageRing).
+	reg  [ringSize]atomic.Uint32
+	ends [ringSize]atomic.Uint32
+
+	// The callbacks' line: set once, or counted by callbacks.
 	w  *Watcher
 	pc uintptr
 	// frame caches the symbolized site of a site entry (pc != 0) and of
@@ -97,18 +111,63 @@ type site struct {
 	grp      int32
 	runID    atomic.Uint32 // id in the watcher's running-callback registry (running.go), 0 until its first run
 	executed atomic.Uint64
-	cleared  atomic.Uint64
 
-	// The age slots' line, then the ring's read-mostly rest.
-	ages           ageRing
+	// Read-mostly: the ring's state, and counts that change rarely.
+	ages ageRing
+	// cleared counts a cleanup's Stops, once settled (cleanup.go); a
+	// finalizer's clears are what ends counts beyond executed.
+	cleared        atomic.Uint64
 	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
 }
 
-// done uncounts an outstanding registration of kind k made in cycle cyc,
-// now that it ran or was cleared. k is s.kind, which the callbacks' side
-// knows without reading the registrations' cache line (see site).
+// account counts a registration made in cycle cyc: one atomic add, and on
+// the entry's first registration in a cycle (or one that loaded an older
+// clock) a fold of the ring under its lock.
+func (s *site) account(cyc uint32) {
+	if cyc != s.ages.seen.Load() {
+		s.newCycle(cyc)
+	}
+	if s.reg[cyc%ringSize].Add(1) == 0 {
+		s.ages.regWraps.Add(1)
+	}
+}
+
+// unaccount takes back a registration made in cycle cyc that the runtime
+// refused.
+func (s *site) unaccount(cyc uint32) {
+	s.ages.mu.Lock()
+	defer s.ages.mu.Unlock()
+	if cyc-s.ages.base.Load() >= ringSize { // folded: before base
+		s.ages.oldReg.Add(^uint64(0))
+		return
+	}
+	if s.reg[cyc%ringSize].Add(^uint32(0)) == ^uint32(0) {
+		s.ages.regWraps.Add(-1)
+	}
+}
+
+// done counts the end of an outstanding registration of kind k made in
+// cycle cyc, now that it ran or was cleared: one atomic add. k is s.kind,
+// which the callbacks' side knows without reading the registrations' cache
+// line (see site). A registration close to falling out of the window takes
+// the lock, so that it cannot race with the fold that moves its slot; one
+// well inside the window would need two GC cycles to pass between its two
+// atomic loads for that to happen.
 func (s *site) done(k Kind, cyc uint32) {
-	s.ages.remove(cyc, s.w.cycles[k].Load())
+	cur := s.w.cycles[k].Load()
+	if cur-cyc >= ringSize-2 {
+		s.ages.mu.Lock()
+		if cyc-s.ages.base.Load() >= ringSize { // before base (unsigned wrap)
+			s.ages.oldDone.Add(1)
+		} else if s.ends[cyc%ringSize].Add(1) == 0 {
+			s.ages.doneWraps.Add(1)
+		}
+		s.ages.mu.Unlock()
+		return
+	}
+	if s.ends[cyc%ringSize].Add(1) == 0 {
+		s.ages.doneWraps.Add(1)
+	}
 }
 
 // overflowFrame is the site of the overflow entries.
@@ -142,47 +201,49 @@ func (s *site) siteFrame() stackcapture.Frame {
 	return *fp
 }
 
-// ringSize is how many consecutive registration cycles keep their own age
-// slot; older registrations are pooled as "ringSize cycles or more".
+// ringSize is how many consecutive registration cycles keep their own
+// counters; older registrations are pooled as "ringSize cycles or more".
 const ringSize = 16
 
 // AgeBuckets is the length of SiteStats.Survived: exact ages 0 to
 // AgeBuckets-2, and a last bucket for AgeBuckets-1 cycles or more.
 const AgeBuckets = ringSize + 1
 
-// ageRing counts a site's outstanding registrations by the GC cycle they
-// were made in, for the last ringSize cycles, plus one pool for all older
-// ones. A cycle's slot is 32 bits: 2^31 objects outstanding from one site
-// and one cycle would take more than 100 GiB of finalizer specials alone;
-// the pool, which sums cycles, is 64. Adding and removing are single atomic adds; moving a slot that falls
-// out of the window into the pool ("folding") happens under mu, at most once
-// per site per cycle, on whichever path first notices the cycle moved. The
-// first registration in a cycle also observes the entry for the growth
-// model, under the same lock.
+// ageRing is the state of an entry's per-cycle counters (site.reg and
+// site.ends) beyond the counters themselves. Cycle c's registrations and
+// ends are counted in slot c%ringSize for the last ringSize cycles; a
+// slot that falls out of the window is moved into the pools (oldReg,
+// oldDone) under mu ("folding"), at most once per entry per cycle, on
+// whichever path first notices the cycle moved. The first registration in
+// a cycle also observes the entry for the growth model, under the same
+// lock.
+//
+// A slot is 32 bits and wraps: what is outstanding from one cycle, reg
+// minus done mod 2^32, is exact as long as fewer than 2^31 of them are
+// (that would take more than 100 GiB of finalizer specials alone). The
+// totals count the wraps: an add that wraps a slot to 0 adds one to
+// regWraps or doneWraps. A reader that loads between the two sees a total
+// 2^32 low for an instant, which is why counts reports the highest total
+// it has reported (hwReg, hwCleared).
 type ageRing struct {
-	slot [ringSize]atomic.Int32 // first: a cache line of its own in a site (see site)
-	mu   sync.Mutex
-	base atomic.Uint32 // oldest cycle that still has its own slot
-	seen atomic.Uint32 // latest cycle a registration folded and observed the ring in
-	old  atomic.Int64  // outstanding registered before base
-	g    growth        // the growth model's state (growth.go), under mu
-}
-
-func (r *ageRing) add(cyc uint32) {
-	if cyc != r.seen.Load() {
-		r.newCycle(cyc)
-	}
-	r.slot[cyc%ringSize].Add(1)
+	mu                  sync.Mutex
+	base                atomic.Uint32 // oldest cycle that still has its own slot
+	seen                atomic.Uint32 // latest cycle a registration folded and observed the ring in
+	regWraps, doneWraps atomic.Int32
+	oldReg, oldDone     atomic.Uint64 // folded: registrations made before base, and their ends
+	hwReg, hwCleared    uint64        // the highest totals counts reported, under mu
+	g                   growth        // the growth model's state (growth.go), under mu
 }
 
 // newCycle runs on an entry's first registration in GC cycle cyc (once
 // per entry and cycle, or again for a registration that loaded an older
 // clock): it folds the ring, so that cyc's slot is free, and observes the
 // entry's suspects for the growth model.
-func (r *ageRing) newCycle(cyc uint32) {
+func (s *site) newCycle(cyc uint32) {
+	r := &s.ages
 	r.mu.Lock()
 	var out [AgeBuckets]uint64
-	r.survivedLocked(cyc, &out) // folds
+	s.survivedLocked(cyc, &out) // folds
 	r.g.observe(cyc, suspects(&out, r.g.suspectCycles()))
 	if cyc-r.seen.Load()-1 < 1<<31 { // only forward
 		r.seen.Store(cyc)
@@ -198,52 +259,119 @@ func suspects(survived *[AgeBuckets]uint64, n int) (sum uint64) {
 	return sum
 }
 
-// remove uncounts a registration made in cycle cyc, now that the current
-// cycle is cur. A registration close to falling out of the window takes the
-// lock, so that it cannot race with the fold that moves its slot; one well
-// inside the window would need two GC cycles to pass between its two atomic
-// loads for that to happen.
-func (r *ageRing) remove(cyc, cur uint32) {
-	if cur-cyc >= ringSize-2 {
-		r.mu.Lock()
-		if cyc-r.base.Load() >= ringSize { // before base (unsigned wrap)
-			r.old.Add(-1)
-		} else {
-			r.slot[cyc%ringSize].Add(-1)
-		}
-		r.mu.Unlock()
-		return
-	}
-	r.slot[cyc%ringSize].Add(-1)
+// foldSlot moves slot i into the pools. Under mu.
+func (s *site) foldSlot(i uint32) {
+	s.ages.oldReg.Add(uint64(s.reg[i].Swap(0)))
+	s.ages.oldDone.Add(uint64(s.ends[i].Swap(0)))
 }
 
-func (r *ageRing) foldLocked(cur uint32) {
+func (s *site) foldLocked(cur uint32) {
+	r := &s.ages
 	b := r.base.Load()
 	if cur-b > 1<<31 { // cur is behind base: nothing to fold
 		return
 	}
 	if cur-b >= 2*ringSize { // far behind: every slot goes to the pool
-		for i := range r.slot {
-			r.old.Add(int64(r.slot[i].Swap(0)))
+		for i := range uint32(ringSize) {
+			s.foldSlot(i)
 		}
 		r.base.Store(cur - ringSize + 1)
 		return
 	}
 	for ; cur-b >= ringSize; b++ {
 		r.base.Store(b + 1)
-		r.old.Add(int64(r.slot[b%ringSize].Swap(0)))
+		s.foldSlot(b % ringSize)
 	}
+}
+
+// counts are an entry's counters, as one read reports them, or a sum of
+// them: the one list of the ledger's counters (SiteStats and Totals
+// report the same fields).
+type counts struct {
+	registered, executed, cleared, clearedOutside, dropped, outstanding uint64
+}
+
+// add adds o to c.
+func (c *counts) add(o counts) {
+	c.registered += o.registered
+	c.executed += o.executed
+	c.cleared += o.cleared
+	c.clearedOutside += o.clearedOutside
+	c.dropped += o.dropped
+	c.outstanding += o.outstanding
+}
+
+// countsLocked reads the entry's counters, as of cycle cur. Under mu.
+//
+// The loads are ordered so that no count is ever ahead of the truth:
+// done before executed (a run adds to executed first, then to done, so
+// done minus executed never counts a run as a clear), and both before the
+// registrations (so that outstanding never counts an end whose
+// registration it missed). Cleared can then read low for an instant, and
+// a wrap can make a total read low (see ageRing): each is reported as the
+// highest value reported so far, so that counters never go down.
+func (s *site) countsLocked(cur uint32) counts {
+	r := &s.ages
+	s.foldLocked(cur)
+	var regN, doneN uint64
+	for i := range s.ends {
+		doneN += uint64(s.ends[i].Load())
+	}
+	doneN += r.oldDone.Load() + uint64(int64(r.doneWraps.Load()))<<32
+	c := counts{executed: s.executed.Load(), clearedOutside: s.clearedOutside.Load()}
+	if s.kind == KindCleanup {
+		// A Stop ends the registration's age at once, but counts as
+		// cleared only once settled (cleanup.go): until then it is
+		// outstanding, not a suspect.
+		c.cleared = s.cleared.Load()
+	} else if doneN > c.executed {
+		c.cleared = doneN - c.executed
+	}
+	for i := range s.reg {
+		regN += uint64(s.reg[i].Load())
+	}
+	regN += r.oldReg.Load() + uint64(int64(r.regWraps.Load()))<<32
+	r.hwReg = max(r.hwReg, regN)
+	r.hwCleared = max(r.hwCleared, c.cleared)
+	c.registered, c.cleared = r.hwReg, r.hwCleared
+	// Registered = Executed + Cleared + Outstanding, as reported.
+	if ended := c.executed + c.cleared; c.registered > ended {
+		c.outstanding = c.registered - ended
+	}
+	if resourceOf(s.res).DroppedWithoutClose {
+		c.dropped = c.executed
+	}
+	return c
+}
+
+// used reports whether the entry ever counted a registration.
+func (s *site) used() bool {
+	for i := range s.reg {
+		if s.reg[i].Load() != 0 {
+			return true
+		}
+	}
+	return s.ages.oldReg.Load() != 0 || s.ages.regWraps.Load() != 0
+}
+
+// counts reads the entry's counters (see countsLocked).
+func (s *site) counts() counts {
+	cur := s.w.cycles[s.kind].Load()
+	s.ages.mu.Lock()
+	defer s.ages.mu.Unlock()
+	return s.countsLocked(cur)
 }
 
 // read fills out (zeroed by the caller) with the outstanding count by
 // cycles survived as of cycle cur, and returns the suspects (those that
 // survived at least n cycles) and what the growth model makes of them,
 // after observing them if this is the entry's first read in cycle cur.
-func (r *ageRing) read(cur uint32, n int, out *[AgeBuckets]uint64) (suspect uint64, class Class, grown uint64) {
+func (s *site) read(cur uint32, n int, out *[AgeBuckets]uint64) (suspect uint64, class Class, grown uint64) {
+	r := &s.ages
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.g.setSuspectCycles(n)
-	r.survivedLocked(cur, out)
+	s.survivedLocked(cur, out)
 	suspect = suspects(out, n)
 	r.g.observe(cur, suspect)
 	class, grown = r.g.classify(suspect)
@@ -251,13 +379,17 @@ func (r *ageRing) read(cur uint32, n int, out *[AgeBuckets]uint64) (suspect uint
 }
 
 // survivedLocked adds to out the outstanding count by cycles survived as
-// of cycle cur.
-func (r *ageRing) survivedLocked(cur uint32, out *[AgeBuckets]uint64) {
-	r.foldLocked(cur)
+// of cycle cur. Under mu.
+func (s *site) survivedLocked(cur uint32, out *[AgeBuckets]uint64) {
+	r := &s.ages
+	s.foldLocked(cur)
 	b := r.base.Load()
 	for i := range uint32(ringSize) {
 		c := b + i
-		n := r.slot[c%ringSize].Load()
+		// Ends first: an end loaded without its registration would count
+		// one outstanding too few, not one too many.
+		d := s.ends[c%ringSize].Load()
+		n := int32(s.reg[c%ringSize].Load() - d)
 		if n <= 0 {
 			continue
 		}
@@ -270,7 +402,7 @@ func (r *ageRing) survivedLocked(cur uint32, out *[AgeBuckets]uint64) {
 		}
 		out[age] += uint64(n)
 	}
-	if n := r.old.Load(); n > 0 {
+	if n := int64(r.oldReg.Load() - r.oldDone.Load()); n > 0 {
 		out[AgeBuckets-1] += uint64(n)
 	}
 }

@@ -207,28 +207,13 @@ type topSums struct {
 
 // counterSums sums ledger entries' counters and run-time histograms.
 type counterSums struct {
-	registered, executed, cleared, clearedOutside, outstanding uint64
-	dropped                                                    uint64
-	durCount, durSumNs                                         uint64
+	counts
+	durCount, durSumNs uint64
 }
 
 // add adds entry e's counters to c, and its histogram's counts to dur.
-// Executed and cleared are loaded before registered, so that outstanding
-// never underflows.
 func (c *counterSums) add(e *site, dur *[durBuckets]uint64) {
-	executed := e.executed.Load()
-	cleared := e.cleared.Load()
-	registered := e.registered.Load()
-	c.registered += registered
-	c.executed += executed
-	c.cleared += cleared
-	c.clearedOutside += e.clearedOutside.Load()
-	if e.res != 0 && resourceOf(e.res).DroppedWithoutClose {
-		c.dropped += executed
-	}
-	if done := executed + cleared; registered > done {
-		c.outstanding += registered - done
-	}
+	c.counts.add(e.counts())
 	n, sumNs := e.dur.addTo(dur)
 	c.durCount += n
 	c.durSumNs += sumNs
@@ -320,7 +305,7 @@ func (w *Watcher) rankCurrent(k int) bool {
 		return false
 	}
 	for kind := range r.cycles {
-		if w.cycles[kind].Load() != r.cycles[kind] || (w.overflow[kind].registered.Load() > 0) != r.ovf[kind] {
+		if w.cycles[kind].Load() != r.cycles[kind] || w.overflow[kind].used() != r.ovf[kind] {
 			return false
 		}
 	}
@@ -342,7 +327,7 @@ func (w *Watcher) rankLocked(k int) {
 	r.entries = w.sites.Len()
 	for kind := range r.cycles {
 		r.cycles[kind] = w.cycles[kind].Load()
-		r.ovf[kind] = w.overflow[kind].registered.Load() > 0
+		r.ovf[kind] = w.overflow[kind].used()
 		r.seen[kind] = r.seen[kind][:0]
 		r.rest[kind] = restSums{}
 		clear(r.counts[kind][:])
@@ -356,18 +341,14 @@ func (w *Watcher) rankLocked(k int) {
 			g.class, g.growth, g.suspect, g.outstanding, g.registered = ClassChurn, 0, 0, 0, 0
 			r.seen[g.kind] = append(r.seen[g.kind], gi)
 		}
-		executed := s.executed.Load()
-		cleared := s.cleared.Load()
-		registered := s.registered.Load()
+		c := s.counts()
 		var survived [AgeBuckets]uint64
-		sus, class, growth := s.ages.read(r.cycles[s.kind], w.cfg.suspectCycles, &survived)
+		sus, class, growth := s.read(r.cycles[s.kind], w.cfg.suspectCycles, &survived)
 		g.class = max(g.class, class)
 		g.growth += growth
 		g.suspect += sus
-		g.registered += registered
-		if done := executed + cleared; registered > done {
-			g.outstanding += registered - done
-		}
+		g.registered += c.registered
+		g.outstanding += c.outstanding
 	}
 	w.eachEntry(each)
 	// The top k of each kind.
@@ -421,7 +402,7 @@ func (w *Watcher) eachEntry(f func(*site)) {
 		return true
 	})
 	for k := range w.overflow {
-		if w.overflow[k].registered.Load() > 0 {
+		if w.overflow[k].used() {
 			f(&w.overflow[k])
 		}
 	}
@@ -614,7 +595,7 @@ func (w *Watcher) sumTop(g *group, ts *topSums) {
 	n := 0
 	for e := g.head; e != nil; e = e.next {
 		var survived [AgeBuckets]uint64
-		e.ages.read(cur, w.cfg.suspectCycles, &survived)
+		e.read(cur, w.cfg.suspectCycles, &survived)
 		for i, c := range survived {
 			ts.survived[i] += c
 		}
@@ -671,15 +652,10 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 func (w *Watcher) appendEntries(dst []Entry) []Entry {
 	dst = slices.Grow(dst, w.sites.Len()+len(w.overflow))
 	w.eachEntry(func(s *site) {
-		executed := s.executed.Load()
-		cleared := s.cleared.Load()
-		registered := s.registered.Load()
-		e := Entry{Kind: s.kind, Registered: registered}
-		if done := executed + cleared; registered > done {
-			e.Outstanding = registered - done
-		}
+		c := s.counts()
+		e := Entry{Kind: s.kind, Registered: c.registered, Outstanding: c.outstanding}
 		var survived [AgeBuckets]uint64
-		e.Suspect, e.Class, e.Growth = s.ages.read(w.cycles[s.kind].Load(), w.cfg.suspectCycles, &survived)
+		e.Suspect, e.Class, e.Growth = s.read(w.cycles[s.kind].Load(), w.cfg.suspectCycles, &survived)
 		if s.stack != nil && !s.stack.Overflow() {
 			e.PCs = s.stack.PCs()
 		}

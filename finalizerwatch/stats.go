@@ -82,7 +82,7 @@ func (w *Watcher) Overflow() Overflow {
 
 func (w *Watcher) overflowNow() Overflow {
 	return Overflow{
-		Sites:  w.overflow[KindFinalizer].registered.Load() + w.overflow[KindCleanup].registered.Load(),
+		Sites:  w.overflow[KindFinalizer].counts().registered + w.overflow[KindCleanup].counts().registered,
 		Stacks: w.stacks.Overflowed() + w.stacksRefused.Load(),
 	}
 }
@@ -115,7 +115,7 @@ func (w *Watcher) entries(withStacks bool) []SiteStats {
 		return true
 	})
 	for k := range w.overflow {
-		if w.overflow[k].registered.Load() > 0 {
+		if w.overflow[k].used() {
 			out = append(out, w.stats(&w.overflow[k], withStacks, next()))
 		}
 	}
@@ -183,24 +183,18 @@ func (a *SiteStats) merge(b *SiteStats) {
 // so that Outstanding never underflows: every run counted was registered
 // first.
 func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
-	executed := s.executed.Load()
-	cleared := s.cleared.Load()
-	registered := s.registered.Load()
+	c := s.counts()
 	st := SiteStats{
 		Kind:           s.kind,
 		Site:           s.siteFrame(),
-		Registered:     registered,
-		Executed:       executed,
-		Cleared:        cleared,
-		ClearedOutside: s.clearedOutside.Load(),
+		Registered:     c.registered,
+		Executed:       c.executed,
+		Cleared:        c.cleared,
+		ClearedOutside: c.clearedOutside,
+		Dropped:        c.dropped,
+		Outstanding:    c.outstanding,
 		Resource:       resourceOf(s.res).Name,
 		Duration:       s.dur.snapshot(counts),
-	}
-	if resourceOf(s.res).DroppedWithoutClose {
-		st.Dropped = executed
-	}
-	if done := executed + cleared; registered > done {
-		st.Outstanding = registered - done
 	}
 	switch {
 	case !withStack:
@@ -210,7 +204,7 @@ func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 	default:
 		st.Stack = []stackcapture.Frame{st.Site}
 	}
-	st.Suspect, st.Class, st.Growth = s.ages.read(w.cycles[s.kind].Load(), w.cfg.suspectCycles, &st.Survived)
+	st.Suspect, st.Class, st.Growth = s.read(w.cycles[s.kind].Load(), w.cfg.suspectCycles, &st.Survived)
 	return st
 }
 

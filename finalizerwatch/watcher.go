@@ -51,8 +51,9 @@ type Watcher struct {
 
 	// Sampled full stacks (sample.go): the rate, and the table of sampled
 	// stacks.
-	sampleRate atomic.Int64
-	samples    *bounded.Map[sampleKey, stackSample]
+	sampleRate      atomic.Int64
+	sampleThreshold atomic.Uint64 // sampleThreshold(sampleRate)
+	samples         *bounded.Map[sampleKey, stackSample]
 
 	// rank is the per-cycle ranking that Read serves (snapshot.go);
 	// rankMu guards it, and the read-side fields grp and next of every
@@ -85,6 +86,7 @@ func New(opts ...Option) (*Watcher, error) {
 	}
 	w.full.Store(w.cfg.fullStacks)
 	w.sampleRate.Store(int64(w.cfg.stackSampleRate))
+	w.sampleThreshold.Store(sampleThreshold(int64(w.cfg.stackSampleRate)))
 	return w, nil
 }
 
@@ -273,13 +275,11 @@ func (w *Watcher) initSite(s *site, k Kind, pc uintptr, stk *stackcapture.Stack)
 	s.ages.base.Store(cur)
 }
 
-// account records a new registration at s and returns its cycle and s's
-// registered count with it.
-func (w *Watcher) account(s *site) (cyc uint32, n uint64) {
+// account records a new registration at s and returns its cycle.
+func (w *Watcher) account(s *site) (cyc uint32) {
 	cyc = w.cycles[s.kind].Load()
-	n = s.registered.Add(1)
-	s.ages.add(cyc)
-	return cyc, n
+	s.account(cyc)
+	return cyc
 }
 
 // unaccount undoes account, and the sample's count, for a registration
@@ -288,6 +288,5 @@ func (w *Watcher) unaccount(s *site, smp *stackSample, cyc uint32) {
 	if smp != nil {
 		smp.registered.Add(^uint64(0))
 	}
-	s.registered.Add(^uint64(0))
-	s.done(s.kind, cyc)
+	s.unaccount(cyc)
 }
