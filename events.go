@@ -94,6 +94,9 @@ func logEvent(l *slog.Logger, e memstats.Event, dropped uint64) {
 	if e.Site != "" {
 		attrs = append(attrs, slog.String("kind", e.Kind), slog.String("site", e.Site))
 	}
+	if c := e.Cause(); c != "" {
+		attrs = append(attrs, slog.String("cause", c))
+	}
 	if !e.Since.IsZero() && !e.Time.IsZero() {
 		attrs = append(attrs, slog.Duration("for", e.Time.Sub(e.Since).Round(time.Millisecond)))
 	}

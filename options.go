@@ -14,6 +14,7 @@ import (
 
 	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/tracing"
 )
@@ -53,6 +54,7 @@ type config struct {
 	samplerOpts []memstats.Option
 	promOpts    []promexporter.Option
 	traceOpts   []tracing.Option
+	heapOpts    []heapprofile.Option // WithHeapProfileOptions
 }
 
 func defaultConfig() config {

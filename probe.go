@@ -15,6 +15,7 @@ import (
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/tracing"
@@ -59,6 +60,7 @@ type Probe struct {
 	collector *collector
 	profile   http.Handler // pprofexporter's, unguarded
 	reporter  *tracing.Reporter
+	heap      *heapprofile.Profiler
 
 	life lifecycle.Lifecycle // idle → running → stopped, once
 
@@ -91,6 +93,9 @@ func New(opts ...Option) (*Probe, error) {
 		watcher: cfg.watcher,
 		sampler: sampler,
 		profile: pprofexporter.Handler(cfg.watcher),
+	}
+	if p.heap, err = newHeapProfile(&cfg); err != nil {
+		return nil, err
 	}
 	inner, err := promexporter.New(append([]promexporter.Option{
 		promexporter.WithWatcher(cfg.watcher),
@@ -181,6 +186,7 @@ func (p *Probe) start() error {
 	// making it.
 	p.goSafe("ranking", func() { p.watcher.RankEachCycle(p.life.Done()) })
 	p.attachRuntime()
+	p.startHeapProfile()
 	p.startCycleLoop() // cycles.go: the growing-site log and the page's history
 	p.startEventLog()  // last: nothing after it can fail and leave it running
 	return nil

@@ -45,6 +45,9 @@ type Report struct {
 	// in the binary, the standard library's included, not only those made
 	// through finalizerwatch.
 	RuntimeMode bool
+	// GCCause says why the GC works hard: the cause detectors firing
+	// now, each with the lines to look at first (report_gccause.go).
+	GCCause GCCause
 }
 
 // Report returns the current picture. It symbolizes the top sites' stacks
@@ -78,6 +81,7 @@ func (p *Probe) Report() Report {
 		Overflow:   sn.Overflow,
 
 		RuntimeMode: finalizerwatch.RuntimeMode(),
+		GCCause:     p.gcCause(p.sampler.Active(nil)),
 	}
 }
 
@@ -130,6 +134,7 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 		b.WriteByte('\n')
 	}
 	r.writeRunning(&b)
+	r.writeGCCause(&b)
 	if r.MoreCycles > 0 {
 		fmt.Fprintf(&b, "too early to tell leaks from caches: %d more GC cycle(s) needed\n", r.MoreCycles)
 	}

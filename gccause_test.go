@@ -1,0 +1,220 @@
+package probe_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gcprobe/probe"
+	"github.com/gcprobe/probe/heapprofile"
+	"github.com/gcprobe/probe/internal/testkit"
+	"github.com/gcprobe/probe/memstats"
+)
+
+// The planted programs run each in a child process of their own, so that
+// one's heap is not another's and the parent's tests leave no trace in
+// them: the child runs TestGCCauseChild with the scenario in this
+// variable.
+const gcCauseChildEnv = "GCPROBE_GCCAUSE_CHILD"
+
+// causeRateWindow is the planted programs' rate window: short, so that
+// "within three windows" is seconds.
+const causeRateWindow = 3 * time.Second
+
+var (
+	causeSink  []byte
+	causeCache [][]byte
+)
+
+// allocLoop allocates 16 KiB objects at one line, keeping none, until
+// stop: a DeepCopy storm.
+func allocLoop(stop <-chan struct{}) {
+	for i := 0; ; i++ {
+		if i%256 == 0 {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+		causeSink = make([]byte, 16<<10) // marker: alloc-loop
+	}
+}
+
+// cacheGrow keeps 256 KiB more every 25 ms at one line (10 MiB/s), and
+// churns 256 KiB at another, so that GC cycles keep coming, until stop.
+func cacheGrow(stop <-chan struct{}) {
+	t := time.NewTicker(25 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if len(causeCache) < 1024 { // at most 256 MiB
+			causeCache = append(causeCache, make([]byte, 256<<10)) // marker: cache-grow
+		}
+		for range 16 {
+			causeSink = make([]byte, 64<<10)
+		}
+	}
+}
+
+// steady holds a 4 MiB working set, replacing a piece of it every 10 ms,
+// and allocates 1.6 MB/s: a healthy program.
+func steady(stop <-chan struct{}) {
+	held := make([][]byte, 64)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		held[i%len(held)] = make([]byte, 16<<10)
+	}
+}
+
+// TestGCCauseChild is a planted program; it runs only in a child process
+// (see runCause). It starts a probe, runs the scenario's workload and
+// prints the probe's report once its condition holds, or fails.
+func TestGCCauseChild(t *testing.T) {
+	scenario := os.Getenv(gcCauseChildEnv)
+	if scenario == "" {
+		t.Skip("a planted program, run by the TestGCCause tests in a child process")
+	}
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()),
+		probe.WithSamplerOptions(memstats.WithRateWindow(causeRateWindow), memstats.WithInterval(250*time.Millisecond)),
+		probe.WithHeapProfileOptions(heapprofile.WithInterval(250*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	work := map[string]func(<-chan struct{}){
+		"alloc": allocLoop, "cache": cacheGrow, "memlimit": cacheGrow, "healthy": steady,
+	}[scenario]
+	wg.Go(func() { work(stop) })
+
+	start := time.Now()
+	if scenario == "healthy" {
+		// Three windows, every report without a cause or a blamed line.
+		for time.Since(start) < 3*causeRateWindow {
+			r := p.Report()
+			if len(r.GCCause.Causes) > 0 {
+				t.Fatalf("a healthy program has a cause:\n%s", r)
+			}
+			time.Sleep(100 * time.Millisecond) // pacing: the condition is checked for the whole span
+		}
+		fmt.Printf("REPORT\n%s", p.Report())
+		return
+	}
+	want := map[string]string{
+		"alloc":    memstats.DetectorAllocationDriven,
+		"cache":    memstats.DetectorLiveHeapGrowth,
+		"memlimit": memstats.DetectorMemoryLimitPressure,
+	}[scenario]
+	deadline := start.Add(20 * causeRateWindow) // a loaded machine is slow; the parent judges the time
+	for {
+		r := p.Report()
+		i := slices.IndexFunc(r.GCCause.Causes, func(c probe.Cause) bool { return c.Event.Detector == want && len(c.Sites) > 0 })
+		if i >= 0 {
+			fmt.Printf("AFTER %v\nREPORT\n%s", time.Since(start).Round(time.Millisecond), r)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s cause with a site after %v:\n%s", want, time.Since(start), r)
+		}
+		time.Sleep(50 * time.Millisecond) // pacing the poll; the deadline is what is waited on
+	}
+}
+
+// runCause runs a planted program in a child process and returns its
+// report and how long the cause took to show.
+func runCause(t *testing.T, scenario string, env ...string) (report string, after time.Duration) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs a planted program for seconds")
+	}
+	code, out := testkit.RunTest(t, "TestGCCauseChild", append([]string{gcCauseChildEnv + "=" + scenario}, env...), "-test.v")
+	if code != 0 {
+		t.Fatalf("planted program %s failed (exit %d):\n%s", scenario, code, out)
+	}
+	_, rep, ok := strings.Cut(out, "REPORT\n")
+	if !ok {
+		t.Fatalf("no report from %s:\n%s", scenario, out)
+	}
+	if i := strings.Index(out, "AFTER "); i >= 0 {
+		after, _ = time.ParseDuration(strings.Fields(out[i+len("AFTER "):])[0])
+	}
+	t.Logf("%s after %v:\n%s", scenario, after, rep)
+	return rep, after
+}
+
+// lookAt is the line WriteTo prints for a blamed site at the marked line.
+func lookAt(t *testing.T, marker string) string {
+	return fmt.Sprintf("%s:%d:", filepath.Base("gccause_test.go"), testkit.MarkerLine(t, "gccause_test.go", marker))
+}
+
+// withinWindows fails t if the cause took more than three windows; the
+// rate-based detectors need a quarter window, the live heap four cycles
+// and the heap profile three windows of growth.
+func withinWindows(t *testing.T, after time.Duration) {
+	t.Helper()
+	if after > 3*causeRateWindow {
+		t.Errorf("named after %v, more than three windows (%v)", after, 3*causeRateWindow)
+	}
+}
+
+func TestGCCauseAllocationLoop(t *testing.T) {
+	rep, after := runCause(t, "alloc")
+	withinWindows(t, after)
+	if !strings.Contains(rep, "GC cause: allocation-driven:") {
+		t.Errorf("no allocation-driven cause in the report")
+	}
+	if want := "look at github.com/gcprobe/probe_test.allocLoop " + lookAt(t, "alloc-loop"); !strings.Contains(rep, want) {
+		t.Errorf("the report does not name the loop's line %q", want)
+	}
+}
+
+func TestGCCauseGrowingCache(t *testing.T) {
+	rep, after := runCause(t, "cache")
+	withinWindows(t, after)
+	if !strings.Contains(rep, "GC cause: live-heap growth:") {
+		t.Errorf("no live-heap growth cause in the report")
+	}
+	if want := "look at github.com/gcprobe/probe_test.cacheGrow " + lookAt(t, "cache-grow"); !strings.Contains(rep, want) {
+		t.Errorf("the report does not name the cache's line %q", want)
+	}
+}
+
+func TestGCCauseMemoryLimit(t *testing.T) {
+	// The cache grows past what a 48 MiB limit lets GOGC=100 double.
+	rep, after := runCause(t, "memlimit", "GOMEMLIMIT=48MiB", "GOGC=100")
+	withinWindows(t, after)
+	if !strings.Contains(rep, "GC cause: memory-limit pressure:") || !strings.Contains(rep, "heap goal set by memory_limit") {
+		t.Errorf("no memory-limit pressure in the report")
+	}
+	if want := lookAt(t, "cache-grow"); !strings.Contains(rep, want) {
+		t.Errorf("the report does not name the growing line %q", want)
+	}
+}
+
+func TestGCCauseHealthy(t *testing.T) {
+	rep, _ := runCause(t, "healthy")
+	if !strings.Contains(rep, "GC cause: none") || strings.Contains(rep, "look at") {
+		t.Errorf("a healthy program's report blames something")
+	}
+}

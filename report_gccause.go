@@ -1,0 +1,168 @@
+package probe
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/gcprobe/probe/heapprofile"
+	"github.com/gcprobe/probe/memstats"
+)
+
+// WithHeapProfileOptions passes options to the probe's heapprofile.Profiler,
+// which reads the runtime's heap profile by deltas to name the allocating
+// and growing sites (by default every heapprofile.DefaultInterval, bounded
+// by heapprofile.DefaultMaxBuckets). Its limits are heapprofile's.
+func WithHeapProfileOptions(opts ...heapprofile.Option) Option {
+	return func(c *config) error {
+		c.heapOpts = append(c.heapOpts, opts...)
+		return nil
+	}
+}
+
+// newHeapProfile makes the probe's heap profiler.
+func newHeapProfile(cfg *config) (*heapprofile.Profiler, error) {
+	h, err := heapprofile.New(cfg.heapOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	return h, nil
+}
+
+// startHeapProfile reads the heap profile now and then every interval, on
+// a goroutine that Stop ends.
+func (p *Probe) startHeapProfile() {
+	p.goSafe("heap profile", func() {
+		t := time.NewTicker(p.heap.Interval())
+		defer t.Stop()
+		done := p.life.Done()
+		p.heap.Sample()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				p.heap.Sample()
+			}
+		}
+	})
+}
+
+// HeapProfile returns the probe's heap profiler, whose snapshot names the
+// allocating and growing sites.
+func (p *Probe) HeapProfile() *heapprofile.Profiler { return p.heap }
+
+// maxBlamed is how many sites a cause names, the first to look at.
+const maxBlamed = 3
+
+// GCCause says why the GC works hard: the cause detectors firing now, each
+// in words with the sites to look at first, and the heap profile's top
+// sites.
+type GCCause struct {
+	// Causes are the cause detectors firing now (memstats.IsCause), each
+	// with the sites it blames. A healthy program has none.
+	Causes []Cause
+	// Heap is the heap profiler's latest picture: the top allocating
+	// sites over its window and the sites whose in-use bytes grow.
+	Heap heapprofile.Snapshot
+}
+
+// Cause is one firing cause detector and the lines it points at.
+type Cause struct {
+	// Event is the detector's firing event, Value current.
+	Event memstats.Event
+	// Words is the cause in words with the number that decided it
+	// (memstats.Event.Cause).
+	Words string
+	// Growing reports that Sites are the growing sites (their in-use
+	// bytes rise) rather than the allocating ones.
+	Growing bool
+	// Sites are the heap profile's sites to look at first for this
+	// cause, at most three: the top allocating sites for
+	// allocation_driven and assist_heavy, the growing sites for
+	// live_heap_growth, and the growing (else the allocating) sites for
+	// memory_limit_pressure. None for stopping_latency, which is about
+	// goroutines that do not yield, not about memory.
+	Sites []heapprofile.Site
+}
+
+// gcCause builds the report's GCCause from the detectors firing now and
+// the heap profile.
+func (p *Probe) gcCause(firing []memstats.Event) GCCause {
+	g := GCCause{Heap: p.heap.Snapshot()}
+	for _, e := range firing {
+		if !memstats.IsCause(e.Detector) {
+			continue
+		}
+		c := Cause{Event: e, Words: e.Cause()}
+		switch e.Detector {
+		case memstats.DetectorAllocationDriven, memstats.DetectorAssistHeavy:
+			c.Sites = firstSites(g.Heap.Allocating)
+		case memstats.DetectorLiveHeapGrowth:
+			c.Sites, c.Growing = firstSites(g.Heap.Growing), true
+		case memstats.DetectorMemoryLimitPressure:
+			c.Sites, c.Growing = firstSites(g.Heap.Growing), true
+			if len(c.Sites) == 0 {
+				c.Sites, c.Growing = firstSites(g.Heap.Allocating), false
+			}
+		}
+		g.Causes = append(g.Causes, c)
+	}
+	return g
+}
+
+func firstSites(s []heapprofile.Site) []heapprofile.Site {
+	return s[:min(len(s), maxBlamed)]
+}
+
+// writeGCCause writes the GC's work over the rate window, then each cause
+// with its sites, or that there is none.
+func (r Report) writeGCCause(b *bytes.Buffer) {
+	w := &r.GC.Work
+	fmt.Fprintf(b, "GC work over %v: %.0f cycles/min, allocating %s/s; GC CPU: assist %.1f%%, dedicated %.1f%%, idle %.1f%%, pause %.1f%%\n",
+		w.Window.Round(time.Second), w.CyclesPerMinute, bytesString(uint64(w.AllocBytesPerSecond)),
+		100*w.AssistFraction, 100*w.DedicatedFraction, 100*w.IdleFraction, 100*w.PauseFraction)
+	limit := "off"
+	if l := r.GC.MemoryLimit; l > 0 && l < math.MaxInt64 {
+		limit = bytesString(l)
+	}
+	limiter := "never engaged"
+	if w.LimiterEngaged {
+		limiter = fmt.Sprintf("engaged (cycle %d)", w.LimiterLastEnabled)
+	} else if w.LimiterLastEnabled > 0 {
+		limiter = fmt.Sprintf("last engaged in cycle %d", w.LimiterLastEnabled)
+	}
+	fmt.Fprintf(b, "stop-the-world %v in %d pauses (stopping %v); heap goal set by %s (GOGC %d, memory limit %s, GC CPU limiter %s); scan: heap %s, stacks %s, globals %s; %d goroutines\n",
+		w.StopTheWorld.Round(time.Microsecond), w.StopTheWorldCount, w.Stopping.Round(time.Microsecond),
+		w.GoalSetBy, r.GC.GOGC, limit, limiter,
+		bytesString(w.ScanHeap), bytesString(w.ScanStack), bytesString(w.ScanGlobals), w.Goroutines)
+	if len(r.GCCause.Causes) == 0 {
+		b.WriteString("GC cause: none (no cause detector firing)\n")
+		return
+	}
+	for _, c := range r.GCCause.Causes {
+		fmt.Fprintf(b, "GC cause: %s\n", c.Words)
+		for _, s := range c.Sites {
+			fmt.Fprintf(b, "  look at %s %s:%d: ", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
+			if c.Growing {
+				fmt.Fprintf(b, "%s in use, +%s over the latest %d windows\n",
+					bytesString(uint64(max(s.InUseBytes, 0))), bytesString(uint64(max(s.GrownBytes, 0))), s.GrowingFor)
+			} else {
+				fmt.Fprintf(b, "%s/s allocated over the latest %v\n",
+					bytesString(uint64(max(s.AllocBytesPerSecond, 0))), r.GCCause.Heap.Window.Round(time.Millisecond))
+			}
+			for i, f := range s.Stack {
+				if i == 0 {
+					continue // the site itself
+				}
+				if i > 4 {
+					fmt.Fprintf(b, "      ... %d more frames\n", len(s.Stack)-i)
+					break
+				}
+				fmt.Fprintf(b, "      %s %s:%d\n", f.Function, filepath.Base(f.File), f.Line)
+			}
+		}
+	}
+}
