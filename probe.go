@@ -100,6 +100,7 @@ func New(opts ...Option) (*Probe, error) {
 	inner, err := promexporter.New(append([]promexporter.Option{
 		promexporter.WithWatcher(cfg.watcher),
 		promexporter.WithSampler(sampler),
+		promexporter.WithHeapProfile(p.heap.Snapshot),
 	}, cfg.promOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)

@@ -81,6 +81,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range c.d.all() {
 		ch <- d
 	}
+	describeGCCause(ch)
 }
 
 // Collect sends the current values. Its cost is that of one
@@ -112,6 +113,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.cfg.detectors != nil {
 		c.collectDetectors(ch)
 	}
+	c.collectGCCause(ch, sn)
 }
 
 // collectSites sends the per-site series of the snapshot, and sets

@@ -290,6 +290,7 @@ func TestWithSampler(t *testing.T) {
 	}
 	want := []string{memstats.DetectorQueueStalled, memstats.DetectorForcedGC, memstats.DetectorMCacheInuse, memstats.DetectorQueueLatency,
 		memstats.DetectorFinalizerBlocked}
+	want = append(want, memstats.CauseDetectors()...)
 	if !slices.Equal(got, want) {
 		t.Errorf("samplerDetectors yields %v, want %v", got, want)
 	}
@@ -330,9 +331,10 @@ func TestPedanticRegistry(t *testing.T) {
 	// gcprobe_finalizer_running_seconds is absent while nothing runs
 	// (running_test.go checks it when something does), and
 	// gcprobe_finalizers_dropped_total without registrations made through
-	// the standard library in the runtime build mode.
-	if len(fams) != len(described)-2 {
-		t.Errorf("gathered %d families, Describe lists %d: every series but the running and dropped ones should be there", len(fams), len(described))
+	// the standard library in the runtime build mode, and the three
+	// gcprobe_alloc_site_* without WithHeapProfile.
+	if len(fams) != len(described)-2-3 {
+		t.Errorf("gathered %d families, Describe lists %d: every series but the running, dropped and heap site ones should be there", len(fams), len(described))
 	}
 }
 

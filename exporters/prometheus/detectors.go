@@ -33,6 +33,12 @@ var samplerDetectorNames = [...]string{
 	memstats.DetectorMCacheInuse,
 	memstats.DetectorQueueLatency,
 	memstats.DetectorFinalizerBlocked,
+	// Why the GC works hard (memstats.CauseDetectors).
+	memstats.DetectorAllocationDriven,
+	memstats.DetectorLiveHeapGrowth,
+	memstats.DetectorMemoryLimitPressure,
+	memstats.DetectorStoppingLatency,
+	memstats.DetectorAssistHeavy,
 }
 
 // samplerDetectors adapts s for WithDetectors: it yields each of the

@@ -97,5 +97,5 @@ func ExampleWithSampler() {
 		}
 	}
 	// Output:
-	// gcprobe_detector_firing 5 detectors
+	// gcprobe_detector_firing 10 detectors
 }

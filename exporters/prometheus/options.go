@@ -6,6 +6,7 @@ import (
 	"iter"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/gcclock"
 	"github.com/gcprobe/probe/memstats"
 )
@@ -24,6 +25,7 @@ type config struct {
 	topK      int
 	detectors iter.Seq2[string, bool]
 	own       func(finalizerwatch.Kind) uint64
+	heap      func() heapprofile.Snapshot // WithHeapProfile (gccause.go)
 	// sentinelRuns counts the runs of the process's GC-cycle sentinels
 	// (gcclock.Runs); tests replace it.
 	sentinelRuns func(finalizerwatch.Kind) uint64
