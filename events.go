@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,12 +18,20 @@ import (
 // longest-running callback. memstats may not import finalizerwatch (imports
 // point down only), so the probe, which imports both, joins them here.
 func runningFunc(w *finalizerwatch.Watcher) memstats.RunningFunc {
+	var (
+		mu sync.Mutex
+		sn finalizerwatch.Snapshot // reused: no allocation per tick
+	)
 	return func() (memstats.Running, bool) {
-		rs := w.Running()
-		if len(rs) == 0 {
+		mu.Lock()
+		defer mu.Unlock()
+		// No top sites, and no ranking unless there is none yet: the
+		// running callbacks are read live, in O(1).
+		w.Read(&sn, finalizerwatch.ReadOptions{Unranked: true})
+		if len(sn.Running) == 0 {
 			return memstats.Running{}, false
 		}
-		r := rs[0]
+		r := sn.Running[0]
 		return memstats.Running{Kind: r.Kind.String(), Site: r.Site.Label(), For: r.For}, true
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,19 +23,19 @@ type Report struct {
 	// Finalizers and Cleanups are the ledger summed over all sites.
 	Finalizers, Cleanups finalizerwatch.Totals
 	// Top are the sites most likely to leak, most likely first (at most
-	// WithTopK of them), as finalizerwatch.Watcher.Top ranks them: growing
+	// WithTopK of them), as finalizerwatch's Snapshot.Top ranks them: growing
 	// sites first, then stable (long-lived but flat), then churn; each
 	// SiteStats.Class says which.
 	Top []finalizerwatch.SiteStats
 	// MoreCycles is how many more GC cycles must pass before the ranking
-	// can tell a leak from a cache (finalizerwatch.Watcher.MoreCyclesNeeded);
+	// can tell a leak from a cache (finalizerwatch.Snapshot.MoreCyclesNeeded);
 	// 0 once enough have.
 	MoreCycles int
 	// Firing are the detectors firing now. A finalizer_blocked event names
 	// the callback that blocks (Event.Kind, Event.Site).
 	Firing []memstats.Event
 	// Running are the watched finalizers and cleanups running now, the
-	// longest running first (finalizerwatch.Watcher.Running).
+	// longest running first (finalizerwatch.Snapshot.Running).
 	Running []finalizerwatch.RunningCallback
 	// Overflow counts what the ledger's bounded tables refused.
 	Overflow finalizerwatch.Overflow
@@ -61,23 +60,18 @@ func (p *Probe) Report() Report {
 		return Report{Time: time.Now()}
 	}
 	// One fresh read of the ledger (exact counts; a report is rare) gives
-	// the totals, the top sites of each kind and the overflow.
+	// the totals, the top sites, the running callbacks and the overflow.
 	var sn finalizerwatch.Snapshot
 	p.watcher.Read(&sn, finalizerwatch.ReadOptions{TopK: p.cfg.topK, Stacks: true, Fresh: true})
-	top := append(sn.Kinds[finalizerwatch.KindFinalizer].Top, sn.Kinds[finalizerwatch.KindCleanup].Top...)
-	slices.SortFunc(top, func(a, b finalizerwatch.SiteStats) int { return finalizerwatch.CompareRank(&a, &b) })
-	if len(top) > p.cfg.topK {
-		top = top[:p.cfg.topK]
-	}
 	return Report{
 		Time:       time.Now(),
 		GC:         p.sampler.Snapshot(),
 		Finalizers: sn.Kinds[finalizerwatch.KindFinalizer].Totals,
 		Cleanups:   sn.Kinds[finalizerwatch.KindCleanup].Totals,
-		Top:        top,
-		MoreCycles: p.watcher.MoreCyclesNeeded(),
+		Top:        sn.Top,
+		MoreCycles: sn.MoreCyclesNeeded,
 		Firing:     p.sampler.Active(nil),
-		Running:    p.watcher.Running(),
+		Running:    sn.Running,
 		Overflow:   sn.Overflow,
 
 		RuntimeMode: finalizerwatch.RuntimeMode(),

@@ -1,11 +1,9 @@
 package finalizertest
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -79,10 +77,13 @@ const (
 func (c *config) find() error {
 	w := c.watcher
 	deadline := time.Now().Add(c.deadline)
-	var clock0 [len(finalizerwatch.Kinds)]uint64
-	for _, k := range finalizerwatch.Kinds {
-		clock0[k] = w.Cycles(k)
-	}
+	// Every site, counted exactly at each poll (a fresh ranking), read
+	// into one snapshot that the polls reuse: the loop may poll thousands
+	// of times while a queue drains. The candidates keep slices of the
+	// latest read only, which is the one they are reported from.
+	var sn finalizerwatch.Snapshot
+	w.Read(&sn, finalizerwatch.ReadOptions{})
+	clock0 := sn.Cycles
 	q := queues.NewReader()
 	var (
 		mark    queues.Counts // queue counters read right after the last forced GC
@@ -90,30 +91,24 @@ func (c *config) find() error {
 		settled bool          // every callback queued by the last forced GC has run
 		backoff = minBackoff
 	)
-	// Every site, counted exactly at each poll (a fresh ranking), read
-	// into one snapshot that the polls reuse: the loop may poll thousands
-	// of times while a queue drains, and Sites would allocate the whole
-	// ledger anew each time. The candidates keep slices of the latest
-	// read only, which is the one they are reported from.
-	var sn finalizerwatch.Snapshot
 	for {
 		w.Read(&sn, finalizerwatch.ReadOptions{TopK: -1, Stacks: true, Fresh: true})
-		cands := c.candidates(sn.Kinds[finalizerwatch.KindFinalizer].Top, sn.Kinds[finalizerwatch.KindCleanup].Top)
+		cands := c.candidates(sn.Top)
 		if len(cands) == 0 {
 			return nil
 		}
 		if settled {
-			if elapsed(w, clock0, cands) >= uint64(c.cycles) {
+			if elapsed(&sn, clock0, cands) >= uint64(c.cycles) {
 				return c.leakError(cands, true)
 			}
 			// A watcher whose clock never moves (it was closed) cannot age
 			// anything; after enough cycles, report what is outstanding.
-			if forced >= 2*c.cycles+4 && elapsed(w, clock0, cands) == 0 {
+			if forced >= 2*c.cycles+4 && elapsed(&sn, clock0, cands) == 0 {
 				return c.leakError(cands, false)
 			}
 		}
 		if time.Now().After(deadline) {
-			return c.timeout(cands, settled, mark, q.Read(), elapsed(w, clock0, cands))
+			return c.timeout(cands, settled, mark, q.Read(), elapsed(&sn, clock0, cands))
 		}
 		switch {
 		case forced == 0 || settled:
@@ -134,30 +129,29 @@ func (c *config) find() error {
 }
 
 // candidates returns the sites, not ignored, with more registrations
-// outstanding than their baseline, Leaked set to that excess.
-func (c *config) candidates(sites ...[]finalizerwatch.SiteStats) []Leak {
+// outstanding than their baseline, Leaked set to that excess, in the
+// ledger's rank order.
+func (c *config) candidates(sites []finalizerwatch.SiteStats) []Leak {
 	var out []Leak
-	for _, kind := range sites {
-		for i := range kind {
-			s := &kind[i]
-			if c.ignored(s) {
-				continue
-			}
-			base := c.baseline.of(s)
-			if s.Outstanding > base {
-				out = append(out, Leak{SiteStats: *s, Baseline: base, Leaked: s.Outstanding - base})
-			}
+	for i := range sites {
+		s := &sites[i]
+		if c.ignored(s) {
+			continue
+		}
+		base := c.baseline.of(s)
+		if s.Outstanding > base {
+			out = append(out, Leak{SiteStats: *s, Baseline: base, Leaked: s.Outstanding - base})
 		}
 	}
 	return out
 }
 
-// elapsed returns the GC cycles that the watcher's clock has counted since
-// clock0, for the slowest kind among cands.
-func elapsed(w *finalizerwatch.Watcher, clock0 [len(finalizerwatch.Kinds)]uint64, cands []Leak) uint64 {
+// elapsed returns the GC cycles that the watcher's clock had counted at
+// the read sn since clock0, for the slowest kind among cands.
+func elapsed(sn *finalizerwatch.Snapshot, clock0 [len(finalizerwatch.Kinds)]uint64, cands []Leak) uint64 {
 	least := ^uint64(0)
 	for _, l := range cands {
-		least = min(least, w.Cycles(l.Kind)-clock0[l.Kind])
+		least = min(least, sn.Cycles[l.Kind]-clock0[l.Kind])
 	}
 	return least
 }
@@ -185,25 +179,7 @@ func (c *config) leakError(cands []Leak, aged bool) error {
 	if len(leaks) == 0 {
 		return nil
 	}
-	sortLeaks(leaks)
 	return &LeakError{Leaks: leaks, Cycles: c.cycles, clockStopped: !aged}
-}
-
-// sortLeaks orders leaks as finalizerwatch ranks sites, growing first,
-// then by how many registrations each leaked.
-func sortLeaks(leaks []Leak) {
-	slices.SortFunc(leaks, func(a, b Leak) int {
-		if c := cmp.Compare(b.Class, a.Class); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(b.Leaked, a.Leaked); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Kind, b.Kind); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Site.String(), b.Site.String())
-	})
 }
 
 // Leak is one call site that Find found leaking.
@@ -222,9 +198,10 @@ type Leak struct {
 
 // LeakError is the error Find returns when it finds leaks.
 type LeakError struct {
-	// Leaks has one entry per leaking site: those whose leak is still
-	// growing (finalizerwatch.ClassGrowing) first, then the most leaked
-	// first.
+	// Leaks has one entry per leaking site, in the ledger's rank order
+	// (finalizerwatch.Snapshot.Top): those whose leak is still growing
+	// (finalizerwatch.ClassGrowing) first, by their growth, then by
+	// suspects.
 	Leaks []Leak
 	// Cycles is the number of GC cycles a registration had to survive to
 	// count as leaked (WithCycles).
@@ -305,7 +282,6 @@ func (c *config) timeout(cands []Leak, settled bool, mark, now queues.Counts, cl
 	default:
 		fmt.Fprintf(&b, "the watcher's GC clock, which counted %d of %d cycles", clock, c.cycles)
 	}
-	sortLeaks(cands)
 	fmt.Fprintf(&b, "; outstanding at %d call site(s):", len(cands))
 	for i := range cands {
 		writeLeak(&b, &cands[i], "in excess of the baseline")

@@ -338,9 +338,10 @@ func TestClosedWatcherStillReports(t *testing.T) {
 	runtime.KeepAlive(kept)
 }
 
-// A site whose leak still grows is listed first, with its growth, however
-// few registrations it leaked.
-func TestLeakErrorListsGrowingFirst(t *testing.T) {
+// The report says of each site whether it grows, with its growth, or is
+// stable. (The order is the ledger's: a growing site first, however few
+// registrations it leaked; finalizerwatch's ranking tests pin it.)
+func TestLeakErrorSaysGrowingOrStable(t *testing.T) {
 	site := func(fn string, class finalizerwatch.Class, growth, leaked uint64) Leak {
 		return Leak{SiteStats: finalizerwatch.SiteStats{
 			Kind: finalizerwatch.KindFinalizer, Class: class, Growth: growth,
@@ -348,11 +349,7 @@ func TestLeakErrorListsGrowingFirst(t *testing.T) {
 			Registered: leaked, Outstanding: leaked, Suspect: leaked,
 		}, Leaked: leaked}
 	}
-	leaks := []Leak{site("app.cache", finalizerwatch.ClassStable, 0, 900), site("app.leak", finalizerwatch.ClassGrowing, 12, 30)}
-	sortLeaks(leaks)
-	if leaks[0].Site.Function != "app.leak" {
-		t.Fatalf("sorted %v first, want the growing app.leak", leaks[0].Site)
-	}
+	leaks := []Leak{site("app.leak", finalizerwatch.ClassGrowing, 12, 30), site("app.cache", finalizerwatch.ClassStable, 0, 900)}
 	msg := (&LeakError{Leaks: leaks, Cycles: 3}).Error()
 	for _, want := range []string{
 		"finalizer app.leak /src/app/a.go:7\n\tregistered 30, outstanding 30, leaked 30\n\tsurvived:\n\tgrowing: +12 suspects over the last 4 GC cycles observed\n",
@@ -361,8 +358,5 @@ func TestLeakErrorListsGrowingFirst(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message lacks %q:\n%s", want, msg)
 		}
-	}
-	if strings.Index(msg, "app.leak") > strings.Index(msg, "app.cache") {
-		t.Errorf("the growing site is not listed first:\n%s", msg)
 	}
 }

@@ -195,7 +195,9 @@ func keyOf(s *finalizerwatch.SiteStats) siteKey {
 
 func takeBaseline(w *finalizerwatch.Watcher) *baseline {
 	b := &baseline{w: w, outstanding: make(map[siteKey]uint64)}
-	for _, s := range w.Sites() {
+	var sn finalizerwatch.Snapshot
+	w.Read(&sn, finalizerwatch.ReadOptions{TopK: -1, Fresh: true})
+	for _, s := range sn.Top {
 		if s.Outstanding > 0 {
 			b.outstanding[keyOf(&s)] = s.Outstanding
 		}

@@ -169,9 +169,12 @@ type RunningCallback struct {
 // of the ledger: it reads a few slots per kind. Where more cleanups run at
 // once than it has slots for (16; the runtime runs at most GOMAXPROCS/4),
 // the later ones are not listed.
-func (w *Watcher) Running() []RunningCallback {
+func (w *Watcher) Running() []RunningCallback { return w.appendRunning(nil) }
+
+// appendRunning appends the callbacks running now to out (see Running).
+func (w *Watcher) appendRunning(out []RunningCallback) []RunningCallback {
 	now := monoNow()
-	var out []RunningCallback
+	n := len(out)
 	for k := range w.running.slots {
 		for i := range w.running.slots[k] {
 			word := w.running.slots[k][i].w.Load()
@@ -184,13 +187,13 @@ func (w *Watcher) Running() []RunningCallback {
 			}
 			start := int64(word>>runIDBits-1) * int64(time.Millisecond)
 			rc := RunningCallback{Kind: s.kind, Site: s.siteFrame(), For: time.Duration(max(0, now-start))}
-			if j := slices.IndexFunc(out, func(o RunningCallback) bool { return o.Kind == rc.Kind && o.Site == rc.Site }); j >= 0 {
-				out[j].For = max(out[j].For, rc.For)
+			if j := slices.IndexFunc(out[n:], func(o RunningCallback) bool { return o.Kind == rc.Kind && o.Site == rc.Site }); j >= 0 {
+				out[n+j].For = max(out[n+j].For, rc.For)
 				continue
 			}
 			out = append(out, rc)
 		}
 	}
-	slices.SortFunc(out, func(a, b RunningCallback) int { return cmp.Compare(b.For, a.For) })
+	slices.SortFunc(out[n:], func(a, b RunningCallback) int { return cmp.Compare(b.For, a.For) })
 	return out
 }

@@ -136,8 +136,13 @@ func (w *Watcher) SetStackSampleRate(rate int) {
 // exactly (see Stacks).
 func (w *Watcher) StackSamples(k Kind) []StackSample {
 	w.init()
+	return w.appendStackSamples(nil, k)
+}
+
+// appendStackSamples appends the sampled stacks of kind k to out (see
+// StackSamples).
+func (w *Watcher) appendStackSamples(out []StackSample, k Kind) []StackSample {
 	rate := max(uint64(w.sampleRate.Load()), 1)
-	var out []StackSample
 	w.samples.Range(func(key sampleKey, smp *stackSample) bool {
 		if key.kind != k {
 			return true

@@ -108,6 +108,7 @@ func TestStackSamplesCleanups(t *testing.T) {
 	await(t, "the sampled cleanup to run", func() bool {
 		return samplesByCaller(t, w, KindCleanup)[dropped].Executed == 1
 	})
+	awaitStopsSettled(t) // a Stop counts cleared once it is known not to run
 	got := samplesByCaller(t, w, KindCleanup)
 	if s := got[stopped]; s.Site.Line != site || s.Registered != 1 || s.Cleared != 1 || s.Executed != 0 || s.Outstanding != 0 {
 		t.Errorf("stopped cleanup's stack %+v, want site line %d with 1 registered and cleared", s, site)

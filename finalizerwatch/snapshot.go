@@ -32,8 +32,11 @@ import (
 
 // ReadOptions say what Read puts in a Snapshot.
 type ReadOptions struct {
-	// TopK is how many sites of each kind KindSnapshot.Top holds, best
-	// first; 0 for none. Negative means every site.
+	// TopK is how many sites Snapshot.Top holds: the K sites most likely
+	// to leak by the growth model, of either kind, best first; 0 for none.
+	// Negative means every site. This is the one meaning of "top K" in
+	// gcprobe: the Prometheus exporter's site series, the Report, the
+	// leak-report spans and the live page all show these K.
 	TopK int
 	// Stacks fills Stack and PCs of the Top sites (symbolized once per
 	// stack, then cached).
@@ -53,22 +56,59 @@ type ReadOptions struct {
 	// Entries, so that it does not pay once per GC cycle for a ranking it
 	// ignores. Fresh overrides it.
 	Unranked bool
+	// StackSamples fills Snapshot.StackSamples with every sampled stack
+	// (O(sampled stacks), symbolized): what the sampled-stacks profile
+	// reads.
+	StackSamples bool
 }
 
 // Snapshot is one read of a Watcher's ledger. Read fills it, reusing its
 // slices: a caller that reads into the same Snapshot again allocates
 // nothing in the steady state, and must not keep slices of an earlier read.
+//
+// What reads it: the Prometheus exporter (Top, Kinds' Totals, Other and
+// Duration, Overflow, Running), the pprof profiles (Entries,
+// StackSamples), the probe's Report, live page and growing-site log
+// (Top with stacks, Totals, Running, MoreCyclesNeeded), the leak-report
+// spans (Top, Cycles, MoreCyclesNeeded) and finalizertest (every site,
+// Fresh). None of them ranks, merges or recounts: the order and the sums
+// are the snapshot's.
 type Snapshot struct {
+	// Top are the best-ranked sites of both kinds (at most
+	// ReadOptions.TopK), best first, in the order of CompareRank as of the
+	// ranking. Their Registered, Executed, Cleared, ClearedOutside,
+	// Dropped, Outstanding and Duration are read live over the site's
+	// first few ledger entries (all of them, unless full stacks give the
+	// site many) plus, for the others, as of the ranking; Survived,
+	// Suspect, Class and Growth are as of the ranking (Suspect capped at
+	// the live Outstanding). With Fresh, the ranking is made by this Read,
+	// so every count is exact now.
+	Top []SiteStats
 	// Kinds holds each kind's part, indexed by Kind.
 	Kinds [len(Kinds)]KindSnapshot
 	// Overflow counts what the bounded tables refused, read live.
 	Overflow Overflow
-	// RankCycles are the watcher's GC cycles of each kind (see Cycles) at
-	// the ranking the snapshot is based on.
+	// Running are the watched finalizers and cleanups running now, one per
+	// site, the longest running first (see RunningCallback), read live.
+	Running []RunningCallback
+	// Cycles are the watcher's GC cycles of each kind, read live: the
+	// cycles the ledger has counted (a cycle counts once the goroutine
+	// that runs that kind of callback has caught up with it).
+	Cycles [len(Kinds)]uint64
+	// RankCycles are the Cycles at the ranking the snapshot is based on.
 	RankCycles [len(Kinds)]uint64
+	// MoreCyclesNeeded is how many more GC cycles the growth model needs
+	// before its classes can be trusted: SuspectCycles+GrowthWindow in
+	// all, 0 from then on.
+	MoreCyclesNeeded int
 	// Entries are every ledger entry, if ReadOptions.Entries asked for
 	// them; the order is unspecified.
 	Entries []Entry
+	// StackSamples are the sampled stacks of both kinds, if
+	// ReadOptions.StackSamples asked for them, in no particular order, with
+	// counts scaled by the sample rate. Empty if sampling is off (and was
+	// never on) or with full stacks, where every stack is an entry.
+	StackSamples []StackSample
 }
 
 // KindSnapshot is the part of a Snapshot about one kind.
@@ -85,16 +125,9 @@ type KindSnapshot struct {
 	// overflow entry included) the ranking considered; Tracked is how many
 	// of them are not the overflow entry.
 	Ranked, Tracked int
-	// Top are the best-ranked sites (at most ReadOptions.TopK), best first,
-	// in the order of CompareRank as of the ranking. Their Registered,
-	// Executed, Cleared, ClearedOutside, Outstanding and Duration are read
-	// live over the site's first few ledger entries (all of them, unless
-	// full stacks give the site many) plus, for the others, as of the
-	// ranking; Survived, Suspect, Class and Growth are as of the ranking
-	// (Suspect capped at the live Outstanding). With Fresh, the ranking is
-	// made by this Read, so every count is exact now.
+	// Top are the sites of Snapshot.Top of this kind, in its order.
 	Top []SiteStats
-	// Other is every site outside Top summed (Site is zero, Class the
+	// Other is every site of the kind outside Snapshot.Top summed (Site is zero, Class the
 	// highest class among them, Growth and Suspect summed). Without Fresh,
 	// its counts are those of the ranking, read once in the current GC
 	// cycle (or when the ledger last gained an entry).
@@ -179,8 +212,10 @@ type ranking struct {
 
 	seen [len(Kinds)][]int32 // groups of each kind met in this pass
 	top  [len(Kinds)][]int32 // the top k of each kind, best first
-	tops [len(Kinds)][]topSums
-	rest [len(Kinds)]restSums
+	// order is the last Read's top sites' kinds, in rank order (scratch).
+	order []Kind
+	tops  [len(Kinds)][]topSums
+	rest  [len(Kinds)]restSums
 	// counts is the Duration.Counts backing of rest.
 	counts [len(Kinds)][durBuckets]uint64
 
@@ -273,18 +308,59 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	case !w.rankCurrent(k):
 		w.rankLocked(max(k, r.k))
 	}
+	// The top k of both kinds: the first k of the two kinds' top lists
+	// merged in rank order.
+	var kk [len(Kinds)]int
+	order := r.order[:0]
+	for len(order) < k {
+		f, c := kk[KindFinalizer], kk[KindCleanup]
+		hasF, hasC := f < len(r.top[KindFinalizer]), c < len(r.top[KindCleanup])
+		switch {
+		case hasF && (!hasC || w.rankBefore(r.top[KindFinalizer][f], r.top[KindCleanup][c])):
+			order = append(order, KindFinalizer)
+		case hasC:
+			order = append(order, KindCleanup)
+		}
+		if !hasF && !hasC {
+			break
+		}
+		kk[order[len(order)-1]]++
+	}
+	r.order = order
 	for kind := range dst.Kinds {
-		w.readKind(&dst.Kinds[kind], Kind(kind), k, opts.Stacks)
+		w.readKind(&dst.Kinds[kind], Kind(kind), kk[kind], opts.Stacks)
 		dst.RankCycles[kind] = uint64(r.cycles[kind])
+		dst.Cycles[kind] = uint64(w.cycle(Kind(kind)))
+	}
+	dst.Top = slices.Grow(dst.Top[:0], len(order))[:len(order)]
+	kk = [len(Kinds)]int{}
+	for i, kind := range order {
+		dst.Top[i] = dst.Kinds[kind].Top[kk[kind]]
+		kk[kind]++
 	}
 	if opts.Fresh {
 		r.trimTops()
 	}
 	dst.Overflow = w.overflowNow()
+	dst.Running = w.appendRunning(dst.Running[:0])
+	dst.MoreCyclesNeeded = w.MoreCyclesNeeded()
 	dst.Entries = dst.Entries[:0]
 	if opts.Entries {
 		dst.Entries = w.appendEntries(dst.Entries)
 	}
+	dst.StackSamples = dst.StackSamples[:0]
+	if opts.StackSamples {
+		for _, kind := range Kinds {
+			dst.StackSamples = w.appendStackSamples(dst.StackSamples, kind)
+		}
+	}
+}
+
+// rankBefore reports whether group a ranks before group b (of another
+// kind), as of the ranking.
+func (w *Watcher) rankBefore(a, b int32) bool {
+	ka, kb := w.rank.groups.at(a).key(), w.rank.groups.at(b).key()
+	return compareKeys(&ka, &kb) < 0
 }
 
 // trimTops lets go of the per-top sums a fresh read of many sites grew

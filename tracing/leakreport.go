@@ -2,7 +2,6 @@ package tracing
 
 import (
 	"context"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -86,16 +85,16 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 		return
 	}
 
+	// One read of the ledger: the top K sites and the totals, from the
+	// ranking of the current GC cycle.
+	var sn finalizerwatch.Snapshot
+	w.Read(&sn, finalizerwatch.ReadOptions{TopK: r.cfg.topK, Stacks: true})
 	attrs := make([]attribute.KeyValue, 0, 32)
 	attrs = append(attrs,
 		keyTopK.Int(r.cfg.topK),
 		keySuspectCycles.Int(w.SuspectCycles()),
-		keyMoreCycles.Int(w.MoreCyclesNeeded()),
+		keyMoreCycles.Int(sn.MoreCyclesNeeded),
 	)
-	// One read of the ledger: the top K of each kind and the totals, from
-	// the ranking of the current GC cycle.
-	var sn finalizerwatch.Snapshot
-	w.Read(&sn, finalizerwatch.ReadOptions{TopK: r.cfg.topK, Stacks: true})
 	for _, k := range finalizerwatch.Kinds {
 		t := sn.Kinds[k].Totals
 		p := kindPrefix(k)
@@ -106,7 +105,7 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 			attribute.Int64(p+"cleared", clampInt64(t.Cleared)),
 			attribute.Int64(p+"outstanding", clampInt64(t.Outstanding)),
 			attribute.Int64(p+"suspect", clampInt64(t.Suspect)),
-			attribute.Int64(p+"cycles", clampInt64(w.Cycles(k))),
+			attribute.Int64(p+"cycles", clampInt64(sn.Cycles[k])),
 		)
 	}
 	var snap memstats.Snapshot
@@ -126,9 +125,7 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 	}
 
 	reported := 0
-	top := append(sn.Kinds[finalizerwatch.KindFinalizer].Top, sn.Kinds[finalizerwatch.KindCleanup].Top...)
-	slices.SortFunc(top, func(a, b finalizerwatch.SiteStats) int { return finalizerwatch.CompareRank(&a, &b) })
-	for _, s := range top[:min(len(top), r.cfg.topK)] {
+	for _, s := range sn.Top {
 		if s.Outstanding == 0 {
 			// Everything it registered has run or been cleared:
 			// nothing there can leak, however busy the site is.

@@ -9,7 +9,7 @@ import (
 )
 
 // SampledProfile returns the profile of ledger's sampled registration
-// stacks (finalizerwatch.Watcher.StackSamples): one sample per distinct
+// stacks (finalizerwatch.Snapshot.StackSamples): one sample per distinct
 // stack through which a sampled registration was made, of either kind,
 // valued by the outstanding and registered registrations it stands for
 // (outstanding is the default). Those values are estimates: the sampled
@@ -34,11 +34,11 @@ func sampledBuilder(ledger *finalizerwatch.Watcher) *builder {
 	}
 	b := newBuilder(sampledTypes, SampleOutstanding)
 	rate := ledger.StackSampleRate()
-	for _, k := range finalizerwatch.Kinds {
-		for _, s := range ledger.StackSamples(k) {
-			rate = s.Rate
-			b.addFrames(k, s.Stack, []int64{clampInt64(s.Outstanding), clampInt64(s.Registered)})
-		}
+	var sn finalizerwatch.Snapshot
+	ledger.Read(&sn, finalizerwatch.ReadOptions{StackSamples: true, Unranked: true})
+	for _, s := range sn.StackSamples {
+		rate = s.Rate
+		b.addFrames(s.Kind, s.Stack, []int64{clampInt64(s.Outstanding), clampInt64(s.Registered)})
 	}
 	b.comments = []string{"stacks sampled: one registration in " + strconv.Itoa(rate) + "; counts are the sampled ones scaled by " + strconv.Itoa(rate)}
 	return b

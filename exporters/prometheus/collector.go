@@ -47,7 +47,7 @@ type Collector struct {
 var _ prometheus.Collector = (*Collector)(nil)
 
 // New returns a Collector configured by opts: by default it exports the
-// ledger of finalizerwatch.Default with DefaultTopK sites of each kind, and
+// ledger of finalizerwatch.Default with its DefaultTopK top sites, and
 // no runtime-level series. A bad option is an error naming it.
 func New(opts ...Option) (*Collector, error) {
 	cfg := defaultConfig()
@@ -85,7 +85,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect sends the current values. Its cost is that of one
-// finalizerwatch.Watcher.Read of the top K sites of each kind: O(K) reads
+// finalizerwatch.Watcher.Read of the top K sites: O(K) reads
 // of the ledger and O(K) metrics, plus, on the first Collect of a GC cycle
 // unless something (the probe) ranked the ledger since the cycle ended,
 // the ranking's one pass over every entry (see Watcher.Rank).
@@ -199,7 +199,7 @@ func cumulative(bounds []float64, counts []uint64) map[float64]uint64 {
 // collectSelf sends the series about the watcher's own tables.
 func (c *Collector) collectSelf(ch chan<- prometheus.Metric, tracked *[numKinds]int) {
 	d := c.d
-	ov := c.cfg.watcher.Overflow()
+	ov := c.sn.Overflow
 	ch <- prometheus.MustNewConstMetric(d.sitesOverflow, prometheus.CounterValue, float64(ov.Sites))
 	ch <- prometheus.MustNewConstMetric(d.stacksOverflow, prometheus.CounterValue, float64(ov.Stacks))
 	for k, kind := range finalizerwatch.Kinds {

@@ -119,7 +119,8 @@ func plantedWatcher(t *testing.T) *finalizerwatch.Watcher {
 
 func TestCollectSitesGolden(t *testing.T) {
 	w := plantedWatcher(t)
-	c := newCollector(t, WithWatcher(w), WithTopK(1))
+	// K=2: the two leaks, one of each kind, outrank both churns.
+	c := newCollector(t, WithWatcher(w), WithTopK(2))
 	want := golden(t, "sites.golden", map[string]string{
 		"FinalizerLeak": siteLabel(t, plantFinalizerLeak, "finalizer-leak"),
 		"CleanupLeak":   siteLabel(t, plantCleanupLeak, "cleanup-leak"),
@@ -159,7 +160,7 @@ func TestCollectSitesGolden(t *testing.T) {
 
 func TestCollectDurationHistogram(t *testing.T) {
 	w := plantedWatcher(t)
-	c := newCollector(t, WithWatcher(w), WithTopK(1))
+	c := newCollector(t, WithWatcher(w), WithTopK(2))
 	fams := gather(t, c)
 	h := series(t, fams, "gcprobe_finalizer_duration_seconds", "finalizer", otherSite).GetHistogram()
 	// One run in finalizerwatch.DurationSampleRate is timed and stands for

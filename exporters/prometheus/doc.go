@@ -76,13 +76,15 @@
 //
 // # Bounded cardinality
 //
-// The per-site series exist for the top K sites of each kind (WithTopK,
-// default DefaultTopK), ranked as finalizerwatch's Top ranks them
-// (finalizerwatch.CompareRank: sites whose suspects keep growing first, by
-// their growth, then stable long-lived sites by suspects, then churn), plus one
-// site="other" series per kind that has more than K sites: at most 2(K+1)
-// series per per-site metric. K is per kind so that a busy population of
-// one kind cannot push every site of the other out of sight.
+// The per-site series exist for the top K sites (WithTopK, default
+// DefaultTopK), of either kind, as finalizerwatch's Snapshot.Top ranks them
+// (sites whose suspects keep growing first, by their growth, then stable
+// long-lived sites by suspects, then churn), plus one site="other" series
+// per kind that has sites outside them: at most K+2 series per per-site
+// metric. K is shared by the kinds, as it is by every consumer of the
+// snapshot (the Report, the leak-report spans, the live page): a growing
+// site of either kind outranks every stable one, so a busy population of
+// one kind cannot push a leak of the other out of sight.
 //
 // A leak therefore takes a per-site series from a stable cache of any size
 // within a few GC cycles, and gcprobe_finalizers_growing tells the two
@@ -111,15 +113,12 @@
 //
 // # Cost
 //
-// Collect reads the whole ledger once (Watcher.Sites: linear in the number
-// of ledger entries, with about two allocations per entry), then, in one
-// pass, selects the top K of each kind in O(n log K) comparisons without
-// sorting the rest and sums the others; it sends the per-site series with
-// label pairs built once per top-K membership, so its own allocations
-// (about 90 for K = 10) do not grow with the ledger. Watcher.Sites is most
-// of the cost: with 10 000 ledger entries it takes tens of milliseconds,
-// against about a tenth of a millisecond for a Gather of client_golang's
-// Go collector; with a few hundred sites the two are of the same order.
+// Collect makes one finalizerwatch.Watcher.Read of the top K sites: O(K)
+// reads of the ledger, from the ranking that the watcher makes once per GC
+// cycle (off the scrape path when the probe runs Watcher.RankEachCycle;
+// otherwise the first Collect of a cycle pays for it, one pass over every
+// entry). It sends the per-site series with label pairs built once per
+// top-K membership, so its own allocations do not grow with the ledger.
 // The package benchmarks measure both (BenchmarkCollect10000Sites,
 // BenchmarkCollect300Sites, BenchmarkGoCollectorGather).
 //

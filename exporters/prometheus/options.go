@@ -11,8 +11,8 @@ import (
 	"github.com/gcprobe/probe/memstats"
 )
 
-// DefaultTopK is how many sites of each kind get series of their own unless
-// WithTopK says otherwise.
+// DefaultTopK is how many sites get series of their own unless WithTopK
+// says otherwise.
 const DefaultTopK = 10
 
 // Option configures a Collector. An Option rejects a bad value with an
@@ -72,10 +72,11 @@ func WithSnapshotFunc(fn func() memstats.Snapshot) Option {
 	}
 }
 
-// WithTopK sets how many sites of each kind get series of their own
-// (default DefaultTopK); the others are summed under site="other". K is per
-// kind, so a collector exports at most K+1 series per kind and per-site
-// metric. k must be at least 1.
+// WithTopK sets how many sites get series of their own (default
+// DefaultTopK): the K sites of either kind most likely to leak
+// (finalizerwatch.ReadOptions.TopK); the others are summed under
+// site="other", one per kind, so a collector exports at most K+2 series
+// per per-site metric. k must be at least 1.
 func WithTopK(k int) Option {
 	return func(c *config) error {
 		if k < 1 {

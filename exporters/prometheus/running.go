@@ -11,12 +11,12 @@ import (
 // when none runs there. A blocked finalizer never completes, so it never
 // reaches the duration histogram; this is where it shows, by its site.
 //
-// Running returns one callback per ledger entry, so the series are
-// bounded by the watcher's site table; two entries whose labels coincide
+// The snapshot's Running lists one callback per site, so the series are
+// bounded by the watcher's site table; two sites whose labels coincide
 // (sites cut to the label's length bound) are sent once, the longest
 // running, which Running lists first.
 func (c *Collector) collectRunning(ch chan<- prometheus.Metric) {
-	running := c.cfg.watcher.Running()
+	running := c.sn.Running
 	if len(running) == 0 {
 		return
 	}

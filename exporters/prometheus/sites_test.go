@@ -25,7 +25,8 @@ func plantGeneratedSites(t *testing.T, w *finalizerwatch.Watcher) {
 }
 
 // TestReadMatchesTop checks that the snapshot the collector reads ranks
-// real sites as Top does, at every K.
+// real sites as a read of every site does, at every K: its Top is the
+// first K of both kinds, and each kind's Top those of them of the kind.
 func TestReadMatchesTop(t *testing.T) {
 	w := newWatcher(t)
 	plantGeneratedSites(t, w)
@@ -36,10 +37,20 @@ func TestReadMatchesTop(t *testing.T) {
 	var sn finalizerwatch.Snapshot
 	for _, k := range []int{1, 7, 150, 1000} {
 		w.Read(&sn, finalizerwatch.ReadOptions{TopK: k})
+		var want, got []string
+		for _, s := range all[:min(k, len(all))] {
+			want = append(want, s.Site.String())
+		}
+		for _, s := range sn.Top {
+			got = append(got, s.Site.String())
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("K=%d: Read ranks\n%q\nTop ranks\n%q", k, got, want)
+		}
 		for _, kind := range finalizerwatch.Kinds {
 			var want []string
-			for _, s := range all {
-				if s.Kind == kind && len(want) < k {
+			for _, s := range all[:min(k, len(all))] {
+				if s.Kind == kind {
 					want = append(want, s.Site.String())
 				}
 			}
@@ -68,18 +79,24 @@ func TestTopKBoundRealSites(t *testing.T) {
 		"gcprobe_finalizers_suspect_objects",
 		"gcprobe_finalizer_duration_seconds",
 	} {
-		perKind := map[string]int{}
+		sites := 0
 		others := map[string]int{}
 		for _, m := range fams[name].GetMetric() {
 			l := labels(m)
-			perKind[l[labelKind]]++
 			if l[labelSite] == otherSite {
 				others[l[labelKind]]++
+			} else {
+				sites++
 			}
 		}
+		// K sites of either kind, and one other per kind: both kinds
+		// have more sites than K.
+		if sites != k {
+			t.Errorf("%s: %d site series, want %d", name, sites, k)
+		}
 		for _, kind := range finalizerwatch.Kinds {
-			if perKind[kind.String()] != k+1 || others[kind.String()] != 1 {
-				t.Errorf("%s{kind=%q}: %d series (%d other), want %d (1 other)", name, kind, perKind[kind.String()], others[kind.String()], k+1)
+			if others[kind.String()] != 1 {
+				t.Errorf("%s{kind=%q}: %d other series, want 1", name, kind, others[kind.String()])
 			}
 		}
 	}
