@@ -2,6 +2,8 @@ package probe_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gcprobe/probe"
@@ -131,6 +134,7 @@ func TestGCCauseChild(t *testing.T) {
 		r := p.Report()
 		i := slices.IndexFunc(r.GCCause.Causes, func(c probe.Cause) bool { return c.Event.Detector == want && len(c.Sites) > 0 })
 		if i >= 0 {
+			printAllocsTop(t, p)
 			fmt.Printf("AFTER %v\nREPORT\n%s", time.Since(start).Round(time.Millisecond), r)
 			return
 		}
@@ -138,6 +142,27 @@ func TestGCCauseChild(t *testing.T) {
 			t.Fatalf("no %s cause with a site after %v:\n%s", want, time.Since(start), r)
 		}
 		time.Sleep(50 * time.Millisecond) // pacing the poll; the deadline is what is waited on
+	}
+}
+
+// printAllocsTop fetches the delta allocation profile from the probe's
+// handler, as go tool pprof would, and prints the function of its first
+// sample's site.
+func printAllocsTop(t *testing.T, p *probe.Probe) {
+	rec := httptest.NewRecorder()
+	p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, probe.AllocsProfilePath, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", probe.AllocsProfilePath, rec.Code, rec.Body)
+	}
+	prof, err := profile.Parse(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prof.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if len(prof.Sample) > 0 {
+		fmt.Printf("ALLOCS-TOP %s\n", prof.Sample[0].Location[0].Line[0].Function.Name)
 	}
 }
 
@@ -152,7 +177,7 @@ func runCause(t *testing.T, scenario string, env ...string) (report string, afte
 	if code != 0 {
 		t.Fatalf("planted program %s failed (exit %d):\n%s", scenario, code, out)
 	}
-	_, rep, ok := strings.Cut(out, "REPORT\n")
+	rep, ok := out, strings.Contains(out, "REPORT\n")
 	if !ok {
 		t.Fatalf("no report from %s:\n%s", scenario, out)
 	}
@@ -186,6 +211,9 @@ func TestGCCauseAllocationLoop(t *testing.T) {
 	}
 	if want := "look at github.com/gcprobe/probe_test.allocLoop " + lookAt(t, "alloc-loop"); !strings.Contains(rep, want) {
 		t.Errorf("the report does not name the loop's line %q", want)
+	}
+	if !strings.Contains(rep, "ALLOCS-TOP github.com/gcprobe/probe_test.allocLoop\n") {
+		t.Errorf("the delta profile at %s does not put the loop first", probe.AllocsProfilePath)
 	}
 }
 

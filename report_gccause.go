@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"net/http"
 	"path/filepath"
 	"time"
 
+	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/memstats"
 )
@@ -53,6 +55,24 @@ func (p *Probe) startHeapProfile() {
 // HeapProfile returns the probe's heap profiler, whose snapshot names the
 // allocating and growing sites.
 func (p *Probe) HeapProfile() *heapprofile.Profiler { return p.heap }
+
+// AllocsProfilePath is where WithListenAddr serves the delta allocation
+// profile (AllocsProfileHandler).
+const AllocsProfilePath = "/debug/pprof/gcprobe-allocs"
+
+// AllocsProfileHandler serves the heap profiler's top allocating and
+// growing sites over its latest window as a pprof profile
+// (pprofexporter.AllocsProfile: alloc_space by default, a delta rather than
+// the runtime's since-start totals), for go tool pprof; mount it at
+// AllocsProfilePath. Like ProfileHandler it serves before Start and while
+// the probe runs, and answers 503 once it is stopped; the handler of a nil
+// or zero-value Probe answers 500.
+func (p *Probe) AllocsProfileHandler() http.Handler {
+	if err := p.made("AllocsProfileHandler"); err != nil {
+		return unmadeHandler(err)
+	}
+	return p.guard(pprofexporter.AllocsHandler(p.heap.Snapshot))
+}
 
 // maxBlamed is how many sites a cause names, the first to look at.
 const maxBlamed = 3

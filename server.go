@@ -153,6 +153,7 @@ func (p *Probe) Handler() http.Handler {
 		Timeout:       writeTimeout / 2,
 	}))
 	profile := queue(pprofexporter.MaxConcurrentBuilds, done, p.profile)
+	allocs := queue(pprofexporter.MaxConcurrentBuilds, done, pprofexporter.AllocsHandler(p.heap.Snapshot))
 	return p.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var h http.Handler
 		switch r.URL.Path {
@@ -160,6 +161,8 @@ func (p *Probe) Handler() http.Handler {
 			h = metrics
 		case ProfilePath:
 			h = profile
+		case AllocsProfilePath:
+			h = allocs
 		default:
 			http.NotFound(w, r)
 			return

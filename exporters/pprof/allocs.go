@@ -1,0 +1,164 @@
+package pprofexporter
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/google/pprof/profile"
+
+	"github.com/gcprobe/probe/heapprofile"
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// The allocation profile's sample types, in the order of Sample.Value.
+const (
+	// SampleAllocSpace is the bytes allocated at the site over the heap
+	// profiler's latest window: the default sample type, so that go tool
+	// pprof -top lists the sites that make the GC work, most first.
+	SampleAllocSpace = "alloc_space"
+	// SampleAllocObjects is the objects allocated over the window.
+	SampleAllocObjects = "alloc_objects"
+	// SampleInuseSpace is the bytes the site's allocations hold now.
+	SampleInuseSpace = "inuse_space"
+	// SampleGrowthSpace is how much the in-use bytes of a growing site grew
+	// over its growing windows; 0 at the other sites.
+	SampleGrowthSpace = "growth_space"
+)
+
+// AllocsProfile returns the heap profiler's snapshot as a profile: one
+// sample per site of its top allocating and growing lists (a site on both
+// once), located at the site's stack (site first), with the values
+// alloc_space (the default), alloc_objects, inuse_space and growth_space.
+// It is a delta profile: the allocation values cover the snapshot's window
+// only (Profile.DurationNanos), unlike the runtime's cumulative heap
+// profile, so go tool pprof shows what allocates now rather than since the
+// program started. Values are estimates scaled from the runtime's samples.
+func AllocsProfile(sn heapprofile.Snapshot) *profile.Profile {
+	p := &profile.Profile{
+		SampleType: []*profile.ValueType{
+			{Type: SampleAllocSpace, Unit: "bytes"},
+			{Type: SampleAllocObjects, Unit: "count"},
+			{Type: SampleInuseSpace, Unit: "bytes"},
+			{Type: SampleGrowthSpace, Unit: "bytes"},
+		},
+		DefaultSampleType: SampleAllocSpace,
+		TimeNanos:         sn.Time.UnixNano(),
+		DurationNanos:     sn.Window.Nanoseconds(),
+		PeriodType:        &profile.ValueType{Type: "space", Unit: "bytes"},
+		Period:            int64(sn.Rate),
+		Comments: []string{fmt.Sprintf("gcprobe: the heap profile's top sites over a window of %v, runtime.MemProfileRate %d",
+			sn.Window, sn.Rate)},
+	}
+	funcs := map[string]*profile.Function{}
+	locs := map[stackcapture.Frame]*profile.Location{}
+	location := func(f stackcapture.Frame) *profile.Location {
+		f.PC = 0 // locations by line: two PCs on one line are one place here
+		if l := locs[f]; l != nil {
+			return l
+		}
+		fn := funcs[f.Function]
+		if fn == nil {
+			fn = &profile.Function{ID: uint64(len(p.Function) + 1), Name: f.Function, SystemName: f.Function, Filename: f.File}
+			funcs[f.Function] = fn
+			p.Function = append(p.Function, fn)
+		}
+		l := &profile.Location{ID: uint64(len(p.Location) + 1), Line: []profile.Line{{Function: fn, Line: int64(f.Line)}}}
+		locs[f] = l
+		p.Location = append(p.Location, l)
+		return l
+	}
+	seen := map[string]bool{}
+	add := func(s *heapprofile.Site) {
+		key := s.Frame.String()
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+		stack := s.Stack
+		if len(stack) == 0 {
+			stack = []stackcapture.Frame{s.Frame}
+		}
+		sample := &profile.Sample{Value: []int64{s.AllocBytes, s.AllocObjects, s.InUseBytes, 0}}
+		if s.GrowingFor > 0 && s.GrownBytes > 0 {
+			sample.Value[3] = s.GrownBytes
+		}
+		for _, f := range stack {
+			sample.Location = append(sample.Location, location(f))
+		}
+		p.Sample = append(p.Sample, sample)
+	}
+	for i := range sn.Allocating {
+		add(&sn.Allocating[i])
+	}
+	for i := range sn.Growing {
+		add(&sn.Growing[i])
+	}
+	return p
+}
+
+// WriteAllocs writes AllocsProfile(sn) to w, gzipped, as go tool pprof
+// reads it.
+func WriteAllocs(w io.Writer, sn heapprofile.Snapshot) error {
+	if err := AllocsProfile(sn).Write(w); err != nil {
+		return fmt.Errorf("pprofexporter: writing the allocation profile: %w", err)
+	}
+	return nil
+}
+
+// AllocsHandler returns an http.Handler that serves AllocsProfile of the
+// snapshot snap returns (a heapprofile.Profiler's Snapshot method) as a
+// download named gcprobe-allocs.pb.gz, or as text with ?debug=1: mount it
+// at /debug/pprof/gcprobe-allocs. It answers GET and HEAD (405 otherwise)
+// and builds at most MaxConcurrentBuilds profiles at once (503 beyond).
+// The profile holds at most the profiler's top K sites of each list, so a
+// build is small.
+func AllocsHandler(snap func() heapprofile.Snapshot) http.Handler {
+	sem := make(chan struct{}, MaxConcurrentBuilds)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
+		if r.Method == http.MethodHead {
+			if debug != 0 {
+				setTextHeaders(w.Header())
+			} else {
+				setAllocsDownloadHeaders(w.Header())
+			}
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		select {
+		case sem <- struct{}{}:
+			defer func() { <-sem }()
+		default:
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
+			http.Error(w, "too many profiles being built; retry later", http.StatusServiceUnavailable)
+			return
+		}
+		var buf bytes.Buffer
+		if err := WriteAllocs(&buf, snap()); err != nil {
+			http.Error(w, "building the profile failed", http.StatusInternalServerError)
+			return
+		}
+		if debug != 0 {
+			writeTextResponse(w, &buf)
+			return
+		}
+		setAllocsDownloadHeaders(w.Header())
+		w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+		w.WriteHeader(http.StatusOK)
+		_, _ = buf.WriteTo(w) // the client went away: nothing to do
+	})
+}
+
+func setAllocsDownloadHeaders(h http.Header) {
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Disposition", `attachment; filename="gcprobe-allocs.pb.gz"`)
+	h.Set("X-Content-Type-Options", "nosniff")
+}
