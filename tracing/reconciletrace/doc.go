@@ -45,6 +45,13 @@
 //	gcprobe.reconcile.requeue_after_ns Result.RequeueAfter (int64 ns)
 //	gcprobe.reconcile.terminal_error   on error: whether it is a reconcile.TerminalError
 //	gcprobe.reconcile.panic            true when the reconciler panicked
+//	gcprobe.gc.alloc_sites             with WithHeapProfile and a GC cycle during the reconcile: the heap
+//	                                   profile's top 3 allocating sites, "function file:line (N B/s)"
+//	gcprobe.gc.alloc_sites_window_ns   the heap profile window they cover (int64 ns)
+//
+// With WithHeapProfile, each of those sites is also a gcprobe.alloc_site
+// event (EventAllocSite) with code.function, code.filepath, code.lineno,
+// gcprobe.alloc.bytes_per_second and gcprobe.alloc.bytes.
 //
 // An error sets the span's status to Error with the error's text and
 // records it as an exception event (RecordError). A panic does the same,

@@ -5,6 +5,8 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gcprobe/probe/heapprofile"
 )
 
 // DefaultSpanName is the name of the span a wrapped reconciler starts
@@ -23,6 +25,7 @@ type config struct {
 	spanName   string
 	controller string
 	newSpan    bool
+	heap       func() heapprofile.Snapshot // WithHeapProfile (allocsites.go)
 }
 
 func defaultConfig() config {

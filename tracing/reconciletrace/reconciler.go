@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -56,6 +57,7 @@ func WrapTyped[req comparable](r reconcile.TypedReconciler[req], s *memstats.Sam
 		tracer:  cfg.provider.Tracer(ScopeName),
 		name:    cfg.spanName,
 		newSpan: cfg.newSpan,
+		heap:    cfg.heap,
 	}
 	// Built once: every reconcile's span starts with these options.
 	w.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
@@ -75,6 +77,7 @@ type reconciler[req comparable] struct {
 	newSpan    bool
 	controller []attribute.KeyValue
 	startOpts  []trace.SpanStartOption
+	heap       func() heapprofile.Snapshot
 }
 
 // Reconcile runs the wrapped reconciler in a span. A panic in it is
@@ -153,6 +156,7 @@ func (w *reconciler[req]) finish(span trace.Span, request req, start, end gcRead
 		span.SetStatus(codes.Error, err.Error())
 	}
 	span.SetAttributes(attrs...)
+	addAllocSites(span, w.heap, start, end)
 }
 
 // appendRequest adds the attributes that identify the request.
