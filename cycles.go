@@ -5,6 +5,7 @@ import (
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/gcclock"
+	"github.com/gcprobe/probe/memstats"
 )
 
 // The per-cycle loop: once per GC cycle (woken by the process's GC-cycle
@@ -37,19 +38,24 @@ func (c cycleWaker) Tick(gcclock.Kind) bool {
 // next, so that a read allocates nothing in the steady state.
 type cycleReader struct {
 	sn finalizerwatch.Snapshot
+	ms memstats.Snapshot
 }
 
-// readCycle is the loop's one read of the ledger: the top sites of each
-// kind by the leak model, with their stacks (symbolized once per stack),
-// from the ranking of the current GC cycle.
+// readCycle is the loop's one read of the ledger and the sampler: the top
+// sites of each kind by the leak model, with their stacks (symbolized
+// once per stack), from the ranking of the current GC cycle, and the
+// sampler's latest round.
 func (p *Probe) readCycle(r *cycleReader) {
 	p.watcher.Read(&r.sn, finalizerwatch.ReadOptions{TopK: p.cfg.topK, Stacks: true})
+	p.sampler.SnapshotInto(&r.ms)
 }
 
 // startCycleLoop starts the per-cycle loop on a goroutine that Stop ends.
 func (p *Probe) startCycleLoop() {
 	grow := newGrowingLog(GrowingLogEvery)
 	p.goSafe("cycle loop", func() {
+		// Detector events go to the page's history as they happen.
+		defer p.sampler.Subscribe(p.history.event)()
 		w := cycleWaker{make(chan struct{}, 1)}
 		sub := gcclock.Subscribe(w)
 		defer sub.Cancel()
@@ -65,6 +71,7 @@ func (p *Probe) startCycleLoop() {
 			}
 			p.readCycle(&r)
 			grow.check(p.eventLogger(), &r.sn, time.Now())
+			p.history.record(&r.sn, &r.ms)
 		}
 	})
 }

@@ -61,6 +61,7 @@ type Probe struct {
 	profile   http.Handler // pprofexporter's, unguarded
 	reporter  *tracing.Reporter
 	heap      *heapprofile.Profiler
+	history   *history // the live page's memory (history.go)
 
 	life lifecycle.Lifecycle // idle → running → stopped, once
 
@@ -93,6 +94,7 @@ func New(opts ...Option) (*Probe, error) {
 		watcher: cfg.watcher,
 		sampler: sampler,
 		profile: pprofexporter.Handler(cfg.watcher),
+		history: newHistory(),
 	}
 	if p.heap, err = newHeapProfile(&cfg); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,12 +18,13 @@ import (
 )
 
 // The probe's own listener is for programs without a metrics server. It is
-// unauthenticated, so it serves as little as it can: two paths, GET and
+// unauthenticated, so it serves as little as it can: three paths, GET and
 // HEAD, with timeouts on every phase of a request, a cap on open
 // connections and on concurrent scrapes (the profile handler caps its own
 // builds).
 const (
-	// MetricsPath and ProfilePath are what WithListenAddr serves.
+	// MetricsPath and ProfilePath are what WithListenAddr serves, besides
+	// the live page (PagePath).
 	MetricsPath = "/metrics"
 	ProfilePath = "/debug/pprof/finalizers"
 
@@ -121,8 +123,9 @@ func (p *Probe) checkBound(a net.Addr) error {
 	return nil
 }
 
-// Handler returns what WithListenAddr serves: /metrics and
-// /debug/pprof/finalizers, GET and HEAD only (405 otherwise), 404 for any
+// Handler returns what WithListenAddr serves: /metrics,
+// /debug/pprof/finalizers and the live page at /debug/gcprobe/ (PageHandler;
+// /debug/gcprobe redirects to it), GET and HEAD only (405 otherwise), 404 for any
 // other path. At most 8 scrapes and 4 profile builds run at once; the
 // others wait up to 10 s for their turn, then get 503. The listener of
 // WithListenAddr holds at most MaxListenerConns connections open (a new
@@ -154,6 +157,7 @@ func (p *Probe) Handler() http.Handler {
 	}))
 	profile := queue(pprofexporter.MaxConcurrentBuilds, done, p.profile)
 	allocs := queue(pprofexporter.MaxConcurrentBuilds, done, pprofexporter.AllocsHandler(p.heap.Snapshot))
+	page := p.pageHandler()
 	return p.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var h http.Handler
 		switch r.URL.Path {
@@ -163,6 +167,10 @@ func (p *Probe) Handler() http.Handler {
 			h = profile
 		case AllocsProfilePath:
 			h = allocs
+		case PagePath, PagePath + PageDataPath, PagePath + "page.js", PagePath + "page.css":
+			h = page
+		case strings.TrimSuffix(PagePath, "/"):
+			h = http.RedirectHandler(PagePath, http.StatusMovedPermanently)
 		default:
 			http.NotFound(w, r)
 			return

@@ -1,0 +1,154 @@
+package probe
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/memstats"
+)
+
+// The live page's history lives in the probe, not in the browser, so that
+// a reload keeps it: a ring of the last PageHistoryCycles GC cycles, each
+// with the heap, the GC's CPU share, both queues and the suspects of that
+// cycle's top sites, and a ring of the last PageEvents detector events.
+// The per-cycle loop (cycles.go) records a cycle after each of its reads;
+// the page's JSON (page.go) copies the rings under the lock. Memory is
+// fixed once the rings are full: PageHistoryCycles rows of at most
+// WithTopK sites each, whose strings are the ledger's own
+// (symbolized once per stack), so recording allocates nothing in the
+// steady state.
+
+const (
+	// PageHistoryCycles is how many GC cycles of history the probe keeps
+	// for the live page (/debug/gcprobe/): its charts and sparklines show
+	// at most this many points. A cycle is recorded when the probe's
+	// per-cycle read sees the runtime's GC count move; when several GC
+	// cycles end between two reads (a burst of forced GCs) the row
+	// stands for the last of them, while the pause chart, read from the
+	// runtime's own per-cycle record (debug.ReadGCStats), still has one
+	// point per cycle.
+	PageHistoryCycles = 120
+	// PageEvents is how many detector events (firing and cleared) the
+	// probe keeps for the live page.
+	PageEvents = 64
+)
+
+// cycleRow is one GC cycle of the history.
+type cycleRow struct {
+	cycle    uint64 // the runtime's GC count (memstats.Snapshot.Cycles)
+	time     time.Time
+	heapLive uint64
+	heapGoal uint64
+	gcCPU    float64
+	queues   [2]queueRow // finalizer, cleanup
+	sites    []siteRow   // the top sites at this cycle
+}
+
+type queueRow struct {
+	length  uint64
+	drain   float64 // per second
+	latency time.Duration
+}
+
+// siteRow is one top site's suspect count at one cycle.
+type siteRow struct {
+	key     growingKey
+	suspect uint64
+}
+
+// history is the probe's memory for the live page. Its methods are safe
+// for concurrent use.
+type history struct {
+	mu     sync.Mutex
+	rows   []cycleRow // ring, len PageHistoryCycles once full
+	next   int        // index the next row goes to, once full
+	events []memstats.Event
+	nextEv int
+}
+
+func newHistory() *history {
+	return &history{rows: make([]cycleRow, 0, PageHistoryCycles), events: make([]memstats.Event, 0, PageEvents)}
+}
+
+// record notes the cycle that ms describes, with the top sites of sn: a
+// new row if the runtime's GC count moved since the last row, else an
+// update of the last row (a later read of the same cycle knows more).
+func (h *history) record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
+	if ms.Samples == 0 || ms.Cycles == 0 {
+		return // the sampler has not read the runtime yet
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var row *cycleRow
+	switch last := h.lastLocked(); {
+	case last != nil && last.cycle == ms.Cycles:
+		row = last
+	case len(h.rows) < cap(h.rows):
+		h.rows = append(h.rows, cycleRow{})
+		row = &h.rows[len(h.rows)-1]
+	default:
+		row = &h.rows[h.next]
+		h.next = (h.next + 1) % len(h.rows)
+	}
+	row.cycle, row.time = ms.Cycles, ms.Time
+	row.heapLive, row.heapGoal, row.gcCPU = ms.HeapLive, ms.HeapGoal, ms.GCCPUFraction
+	for i, q := range [2]*memstats.Queue{&ms.Finalizers, &ms.Cleanups} {
+		row.queues[i] = queueRow{length: q.Length, drain: q.DrainPerSecond, latency: q.Latency}
+	}
+	row.sites = row.sites[:0]
+	for i := range sn.Top {
+		row.sites = append(row.sites, siteRow{key: keyOf(&sn.Top[i]), suspect: sn.Top[i].Suspect})
+	}
+}
+
+// lastLocked returns the newest row, nil if none.
+func (h *history) lastLocked() *cycleRow {
+	switch {
+	case len(h.rows) == 0:
+		return nil
+	case len(h.rows) < cap(h.rows):
+		return &h.rows[len(h.rows)-1]
+	}
+	return &h.rows[(h.next+len(h.rows)-1)%len(h.rows)]
+}
+
+// event notes a detector event. It runs on the sampler's goroutine
+// (memstats.Sampler.Subscribe): a copy into the ring under the lock.
+func (h *history) event(e memstats.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.events) < cap(h.events) {
+		h.events = append(h.events, e)
+		return
+	}
+	h.events[h.nextEv] = e
+	h.nextEv = (h.nextEv + 1) % len(h.events)
+}
+
+// copyRows calls fn with each row, oldest first, under the lock: fn must
+// not keep the row's sites.
+func (h *history) eachRow(fn func(*cycleRow)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	start := 0
+	if len(h.rows) == cap(h.rows) {
+		start = h.next
+	}
+	for i := range h.rows {
+		fn(&h.rows[(start+i)%len(h.rows)])
+	}
+}
+
+// eachEvent calls fn with each event kept, oldest first, under the lock.
+func (h *history) eachEvent(fn func(*memstats.Event)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	start := 0
+	if len(h.events) == cap(h.events) {
+		start = h.nextEv
+	}
+	for i := range h.events {
+		fn(&h.events[(start+i)%len(h.events)])
+	}
+}

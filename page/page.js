@@ -1,0 +1,227 @@
+// gcprobe's live page. It reads data.json (the probe's PageData) from its
+// own address every few seconds and draws it with the DOM and SVG; it loads
+// nothing else. Text from the probe is set with textContent, never parsed
+// as HTML: site and file names are not trusted.
+"use strict";
+(function () {
+  var SVG = "http://www.w3.org/2000/svg";
+  var REFRESH_MS = 2000;
+  var selected = null; // the site string whose stack is shown
+
+  function $(id) { return document.getElementById(id); }
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    if (cls) e.className = cls;
+    return e;
+  }
+  function svg(tag, attrs) {
+    var e = document.createElementNS(SVG, tag);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    return e;
+  }
+  function bytes(n) {
+    var u = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+    while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
+    return (i ? n.toFixed(1) : n) + " " + u[i];
+  }
+  function secs(s) {
+    if (s >= 1) return s.toFixed(2) + " s";
+    if (s >= 1e-3) return (s * 1e3).toFixed(2) + " ms";
+    return (s * 1e6).toFixed(0) + " µs";
+  }
+  function base(f) { var i = f.lastIndexOf("/"); return i < 0 ? f : f.slice(i + 1); }
+  function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
+
+  // chart draws one SVG line chart: xs are GC cycles, series are
+  // {name, ys} with one y per x (null: no point). Every point is a
+  // circle, so that the chart has exactly one point per GC cycle.
+  function chart(name, title, xs, series, fmt) {
+    var W = 360, H = 120, L = 4, R = 4, T = 6, B = 16;
+    var s = svg("svg", { "class": "chart", width: W, height: H, viewBox: "0 0 " + W + " " + H,
+      "data-chart": name, "data-points": xs.length, "data-cycles": xs.join(",") });
+    var max = 0;
+    series.forEach(function (se) { se.ys.forEach(function (y) { if (y !== null && y > max) max = y; }); });
+    if (max <= 0) max = 1;
+    var x0 = xs.length ? xs[0] : 0, x1 = xs.length ? xs[xs.length - 1] : 1;
+    function px(x) { return L + (x1 === x0 ? (W - L - R) / 2 : (x - x0) / (x1 - x0) * (W - L - R)); }
+    function py(y) { return H - B - y / max * (H - T - B); }
+    series.forEach(function (se, i) {
+      var pts = [];
+      se.ys.forEach(function (y, j) {
+        if (y === null) return;
+        pts.push(px(xs[j]).toFixed(1) + "," + py(y).toFixed(1));
+        s.appendChild(svg("circle", { cx: px(xs[j]).toFixed(1), cy: py(y).toFixed(1), r: 1.8, "class": "p" + i, "data-cycle": xs[j] }));
+      });
+      s.insertBefore(svg("polyline", { points: pts.join(" "), "class": "s" + i }), s.firstChild);
+    });
+    var t = svg("text", { x: L, y: H - 3 });
+    t.textContent = xs.length ? "cycles " + x0 + "–" + x1 + "   max " + fmt(max) : "no GC cycle yet";
+    s.appendChild(t);
+    var fig = el("figure");
+    var cap = el("figcaption", title + (series.length > 1 ? " (" + series.map(function (se, i) { return (i ? "orange: " : "blue: ") + se.name; }).join(", ") + ")" : ""));
+    fig.appendChild(cap);
+    fig.appendChild(s);
+    return fig;
+  }
+
+  // spark draws a site's suspects per GC cycle of the history.
+  function spark(vals) {
+    var W = 120, H = 18, n = vals.length, max = 1, pts = [], count = 0;
+    vals.forEach(function (v) { if (v !== null && v > max) max = v; });
+    vals.forEach(function (v, i) {
+      if (v === null) return;
+      count++;
+      pts.push((n > 1 ? i / (n - 1) * (W - 2) + 1 : W / 2).toFixed(1) + "," + (H - 1 - v / max * (H - 2)).toFixed(1));
+    });
+    var s = svg("svg", { "class": "spark", width: W, height: H, "data-points": count });
+    s.appendChild(svg("polyline", { points: pts.join(" ") }));
+    return s;
+  }
+
+  function showStack(site) {
+    var box = $("stack");
+    if (!site) { box.hidden = true; return; }
+    $("stack-title").textContent = site.kind + " registered at " + site.site;
+    var ol = $("stack-frames");
+    clear(ol);
+    site.stack.forEach(function (f) {
+      var li = el("li", f.function + " " + f.file + ":" + f.line);
+      li.title = f.file + ":" + f.line;
+      ol.appendChild(li);
+    });
+    box.hidden = false;
+  }
+
+  function renderSites(d) {
+    var tb = $("sites").tBodies[0];
+    clear(tb);
+    var shown = null;
+    d.sites.forEach(function (s) {
+      var tr = el("tr");
+      tr.setAttribute("data-site", s.site);
+      var td = el("td", s.function + " " + base(s.file) + ":" + s.line + (s.resource ? " (" + s.resource + ")" : ""), "site");
+      td.title = s.site;
+      tr.appendChild(td);
+      tr.appendChild(el("td", s.kind));
+      tr.appendChild(el("td", s.class, s.class));
+      tr.appendChild(el("td", s.class === "growing" ? "+" + s.growth : "-"));
+      tr.appendChild(el("td", s.outstanding));
+      tr.appendChild(el("td", s.suspect));
+      tr.appendChild(el("td", s.executed));
+      tr.appendChild(el("td", d.runtime_mode ? s.dropped : "–"));
+      var sp = el("td");
+      sp.appendChild(spark(s.suspects));
+      tr.appendChild(sp);
+      tr.addEventListener("click", function () { selected = s.site; renderSelection(d); });
+      tb.appendChild(tr);
+      if (s.site === selected) shown = s;
+    });
+    if (!d.sites.length) {
+      var tr = el("tr"), td = el("td", "no watched finalizer or cleanup yet");
+      td.colSpan = 9;
+      tr.appendChild(td);
+      tb.appendChild(tr);
+    }
+    return shown;
+  }
+
+  function renderSelection(d) {
+    var shown = null;
+    Array.prototype.forEach.call($("sites").tBodies[0].rows, function (tr) {
+      var on = tr.getAttribute("data-site") === selected;
+      tr.className = on ? "sel" : "";
+    });
+    d.sites.forEach(function (s) { if (s.site === selected) shown = s; });
+    showStack(shown);
+  }
+
+  function renderCharts(d) {
+    var h = d.history, xs = h.map(function (r) { return r.cycle; });
+    function col(f) { return h.map(f); }
+    var c = $("charts");
+    clear(c);
+    c.appendChild(chart("pause", "GC pause per cycle", d.pauses.map(function (p) { return p.cycle; }),
+      [{ name: "pause", ys: d.pauses.map(function (p) { return p.seconds; }) }], secs));
+    c.appendChild(chart("heap", "Heap live and goal", xs,
+      [{ name: "live", ys: col(function (r) { return r.heap_live_bytes; }) },
+       { name: "goal", ys: col(function (r) { return r.heap_goal_bytes; }) }], bytes));
+    c.appendChild(chart("gccpu", "GC CPU", xs,
+      [{ name: "GC CPU", ys: col(function (r) { return r.gc_cpu_fraction * 100; }) }], function (v) { return v.toFixed(1) + "%"; }));
+    c.appendChild(chart("queue_length", "Queue length", xs,
+      [{ name: "finalizers", ys: col(function (r) { return r.queues.finalizer.length; }) },
+       { name: "cleanups", ys: col(function (r) { return r.queues.cleanup.length; }) }], String));
+    c.appendChild(chart("queue_delay", "Queue delay", xs,
+      [{ name: "finalizers", ys: col(function (r) { return r.queues.finalizer.delay_seconds; }) },
+       { name: "cleanups", ys: col(function (r) { return r.queues.cleanup.delay_seconds; }) }], secs));
+    c.appendChild(chart("queue_drain", "Queue drain rate (per second)", xs,
+      [{ name: "finalizers", ys: col(function (r) { return r.queues.finalizer.drain_per_second; }) },
+       { name: "cleanups", ys: col(function (r) { return r.queues.cleanup.drain_per_second; }) }], function (v) { return v.toFixed(1); }));
+  }
+
+  function renderDetectors(d) {
+    var f = $("firing");
+    f.textContent = d.firing.length ? d.firing.map(function (e) { return e.detector + (e.site ? " (" + e.site + ")" : ""); }).join(", ") : "none";
+    f.className = d.firing.length ? "firing" : "";
+    var tb = $("events").tBodies[0];
+    clear(tb);
+    d.events.slice().reverse().forEach(function (e) {
+      var tr = el("tr");
+      tr.appendChild(el("td", new Date(e.time).toLocaleTimeString()));
+      tr.appendChild(el("td", e.detector));
+      tr.appendChild(el("td", e.firing ? "firing" : "cleared", e.firing ? "firing" : "cleared"));
+      tr.appendChild(el("td", +e.value.toPrecision(3)));
+      tr.appendChild(el("td", +e.threshold.toPrecision(3)));
+      tr.appendChild(el("td", e.site || ""));
+      tb.appendChild(tr);
+    });
+  }
+
+  function renderRunning(d) {
+    var ul = $("running");
+    clear(ul);
+    if (!d.running.length) ul.appendChild(el("li", "nothing"));
+    d.running.forEach(function (r) { ul.appendChild(el("li", r.kind + " at " + r.site + " for " + secs(r.seconds))); });
+  }
+
+  function renderReserved(id, v) {
+    var s = $(id);
+    s.hidden = v === null || v === undefined;
+    if (!s.hidden) s.querySelector("pre").textContent = JSON.stringify(v, null, 1);
+  }
+
+  function render(d) {
+    var g = d.gc;
+    $("summary").textContent = "GC cycles " + g.cycles + " (forced " + g.forced + ")  ·  heap live " + bytes(g.heap_live_bytes) +
+      " / goal " + bytes(g.heap_goal_bytes) + "  ·  GC CPU " + (g.gc_cpu_fraction * 100).toFixed(1) + "%  ·  pause p99 " + secs(g.pause_p99_seconds) +
+      "  ·  queues " + d.queues.finalizer.length + " finalizers, " + d.queues.cleanup.length + " cleanups";
+    $("link-profile").href = d.links.profile;
+    $("link-profile-text").href = d.links.profile_text;
+    $("link-metrics").href = d.links.metrics;
+    var n = $("notice");
+    n.hidden = !d.more_cycles_needed;
+    n.textContent = "Too early to tell leaks from caches: " + d.more_cycles_needed + " more GC cycle(s) needed.";
+    renderSites(d);
+    renderSelection(d);
+    renderRunning(d);
+    renderCharts(d);
+    renderDetectors(d);
+    renderReserved("gc-cause", d.gc_cause);
+    renderReserved("allocating-sites", d.allocating_sites);
+    document.body.setAttribute("data-updated", d.time);
+  }
+
+  function refresh() {
+    fetch("data.json", { cache: "no-store", credentials: "same-origin" }).then(function (r) {
+      if (!r.ok) throw new Error("data.json: " + r.status);
+      return r.json();
+    }).then(function (d) {
+      $("error").hidden = true;
+      render(d);
+    }).catch(function (e) {
+      $("error").hidden = false;
+      $("error").textContent = String(e);
+    }).then(function () { setTimeout(refresh, REFRESH_MS); });
+  }
+  refresh();
+})();

@@ -1,0 +1,332 @@
+package probe
+
+import (
+	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/stackcapture"
+)
+
+// PageData is the live page's JSON document, served at
+// /debug/gcprobe/data.json (PageDataPath under the page). The page renders
+// it and nothing else; scripts and tests may read it too. Field names are
+// stable within a PageSchema version: a field is added, never renamed or
+// removed, without a new version. Durations are in seconds, sizes in
+// bytes, times RFC 3339.
+type PageData struct {
+	// Schema is PageSchema.
+	Schema int `json:"schema"`
+	// Time is when the document was built.
+	Time time.Time `json:"time"`
+	// HistoryCycles is PageHistoryCycles: the most rows History holds.
+	HistoryCycles int `json:"history_cycles"`
+	// MoreCyclesNeeded is how many more GC cycles the ledger must see
+	// before it can tell a leak from a cache; 0 once it can.
+	MoreCyclesNeeded int `json:"more_cycles_needed"`
+	// RuntimeMode reports the runtime build mode (finalizercheck
+	// -runtime): Dropped counts are only known in it.
+	RuntimeMode bool `json:"runtime_mode"`
+
+	// GC is the sampler's latest round.
+	GC PageGC `json:"gc"`
+	// Queues are the finalizer and cleanup queues now.
+	Queues PageQueues `json:"queues"`
+	// Totals are each kind's ledger summed over every site.
+	Totals map[string]PageTotals `json:"totals"`
+	// History are the GC cycles kept, oldest first, one row per cycle
+	// (see PageHistoryCycles).
+	History []PageCycle `json:"history"`
+	// Pauses are the runtime's per-cycle stop-the-world pauses over the
+	// cycles of History, oldest first: one point per GC cycle.
+	Pauses []PagePause `json:"pauses"`
+	// Sites are the WithTopK sites of either kind most likely to leak
+	// by the leak model, most likely first (growing, then stable, then
+	// churn): finalizerwatch.Snapshot.Top.
+	Sites []PageSite `json:"sites"`
+	// Running are the watched callbacks running now, longest first.
+	Running []PageRunning `json:"running"`
+	// Firing are the detectors firing now; Events the latest PageEvents
+	// detector events (firing and cleared), oldest first.
+	Firing []PageEvent `json:"firing"`
+	Events []PageEvent `json:"events"`
+	// Overflow counts what the ledger's bounded tables refused.
+	Overflow PageOverflow `json:"overflow"`
+	// GCCause and AllocatingSites are reserved for the GC-cause
+	// decomposition (why the GC runs: allocation rate, live-heap growth,
+	// memory limit, ...) and the lines that allocate most; null until the
+	// probe provides them. The page shows a panel for each once non-null.
+	GCCause         any `json:"gc_cause"`
+	AllocatingSites any `json:"allocating_sites"`
+	// Links are the probe's other handlers, as absolute paths: the pprof
+	// profile, its text form and the Prometheus metrics.
+	Links PageLinks `json:"links"`
+}
+
+// PageSchema is the version of PageData's JSON.
+const PageSchema = 1
+
+// PageGC is the GC as the sampler's latest round saw it.
+type PageGC struct {
+	Cycles          uint64  `json:"cycles"`
+	Forced          uint64  `json:"forced"`
+	ForcedPerMinute float64 `json:"forced_per_minute"`
+	HeapLive        uint64  `json:"heap_live_bytes"`
+	HeapGoal        uint64  `json:"heap_goal_bytes"`
+	GOGC            int64   `json:"gogc"`
+	MemoryLimit     uint64  `json:"memory_limit_bytes"`
+	CPUFraction     float64 `json:"gc_cpu_fraction"`
+	PauseP50        float64 `json:"pause_p50_seconds"`
+	PauseP99        float64 `json:"pause_p99_seconds"`
+	PauseMax        float64 `json:"pause_max_seconds"`
+	PauseWindow     int     `json:"pause_window_cycles"`
+}
+
+// PageQueues are the finalizer and the cleanup queue.
+type PageQueues struct {
+	Finalizer PageQueue `json:"finalizer"`
+	Cleanup   PageQueue `json:"cleanup"`
+}
+
+// PageQueue is one queue: its length, drain rate and delay (the delay a
+// callback queued now would wait).
+type PageQueue struct {
+	Length         uint64  `json:"length"`
+	DrainPerSecond float64 `json:"drain_per_second"`
+	Delay          float64 `json:"delay_seconds"`
+}
+
+// PageTotals is one kind's ledger summed.
+type PageTotals struct {
+	Sites       int    `json:"sites"`
+	Registered  uint64 `json:"registered"`
+	Executed    uint64 `json:"executed"`
+	Outstanding uint64 `json:"outstanding"`
+	Suspect     uint64 `json:"suspect"`
+	Dropped     uint64 `json:"dropped"`
+}
+
+// PageCycle is one GC cycle of the history.
+type PageCycle struct {
+	// Cycle is the runtime's GC count at the row.
+	Cycle       uint64     `json:"cycle"`
+	Time        time.Time  `json:"time"`
+	HeapLive    uint64     `json:"heap_live_bytes"`
+	HeapGoal    uint64     `json:"heap_goal_bytes"`
+	CPUFraction float64    `json:"gc_cpu_fraction"`
+	Queues      PageQueues `json:"queues"`
+}
+
+// PagePause is one GC cycle's stop-the-world time.
+type PagePause struct {
+	Cycle   uint64    `json:"cycle"`
+	End     time.Time `json:"end"`
+	Seconds float64   `json:"seconds"`
+}
+
+// PageSite is one top site.
+type PageSite struct {
+	Kind        string `json:"kind"`
+	Site        string `json:"site"` // "function file:line", as on /metrics
+	Function    string `json:"function"`
+	File        string `json:"file"`
+	Line        int    `json:"line"`
+	Resource    string `json:"resource,omitempty"`
+	Class       string `json:"class"` // growing, stable or churn
+	Growth      uint64 `json:"growth"`
+	Registered  uint64 `json:"registered"`
+	Executed    uint64 `json:"executed"`
+	Outstanding uint64 `json:"outstanding"`
+	Suspect     uint64 `json:"suspect"`
+	// Dropped is SiteStats.Dropped: runtime build mode only, else 0.
+	Dropped uint64 `json:"dropped"`
+	// Suspects is the site's suspect count at each row of History (same
+	// index), null where the site was not among that cycle's top sites.
+	Suspects []*uint64 `json:"suspects"`
+	// Stack is the registration stack, innermost first, at most
+	// pageMaxFrames frames.
+	Stack []PageFrame `json:"stack"`
+}
+
+// PageFrame is one frame of a stack.
+type PageFrame struct {
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+}
+
+// PageRunning is a callback running now.
+type PageRunning struct {
+	Kind    string  `json:"kind"`
+	Site    string  `json:"site"`
+	Seconds float64 `json:"seconds"`
+}
+
+// PageEvent is a detector event.
+type PageEvent struct {
+	Detector  string    `json:"detector"`
+	Firing    bool      `json:"firing"`
+	Value     float64   `json:"value"`
+	Threshold float64   `json:"threshold"`
+	Since     time.Time `json:"since"`
+	Time      time.Time `json:"time"`
+	Kind      string    `json:"kind,omitempty"`
+	Site      string    `json:"site,omitempty"`
+}
+
+// PageOverflow counts what the ledger's bounded tables refused.
+type PageOverflow struct {
+	Sites  uint64 `json:"sites"`
+	Stacks uint64 `json:"stacks"`
+}
+
+// PageLinks are the probe's other handlers.
+type PageLinks struct {
+	Profile     string `json:"profile"`
+	ProfileText string `json:"profile_text"`
+	Metrics     string `json:"metrics"`
+}
+
+// Bounds of the page's document, whatever the ledger holds: sites are at
+// most WithTopK, each with a stack of at most
+// pageMaxFrames frames, strings cut to pageMaxString bytes.
+const (
+	pageMaxFrames = 48
+	pageMaxString = 512
+)
+
+// pageRead is everything the page shows, read at one time. readPage is
+// the one place that reads the ledger and the sampler for the page, so
+// that a change in their read APIs changes this function alone.
+type pageRead struct {
+	sn     finalizerwatch.Snapshot // Top, Kinds' totals, Running, MoreCyclesNeeded, Overflow
+	ms     memstats.Snapshot
+	firing []memstats.Event
+	pauses []memstats.Pause
+}
+
+func (p *Probe) readPage(r *pageRead, sinceCycle uint64) {
+	p.watcher.Read(&r.sn, finalizerwatch.ReadOptions{TopK: p.cfg.topK, Stacks: true})
+	p.sampler.SnapshotInto(&r.ms)
+	r.firing = p.sampler.Active(r.firing[:0])
+	r.pauses = p.sampler.PausesSince(sinceCycle, r.pauses[:0])
+}
+
+// pageData builds the page's document.
+func (p *Probe) pageData(now time.Time) *PageData {
+	d := &PageData{
+		Schema:        PageSchema,
+		Time:          now,
+		HistoryCycles: PageHistoryCycles,
+		RuntimeMode:   finalizerwatch.RuntimeMode(),
+		Links:         PageLinks{Profile: ProfilePath, ProfileText: ProfilePath + "?debug=1", Metrics: MetricsPath},
+		Totals:        map[string]PageTotals{},
+		History:       []PageCycle{},
+		Pauses:        []PagePause{},
+		Sites:         []PageSite{},
+		Running:       []PageRunning{},
+		Firing:        []PageEvent{},
+		Events:        []PageEvent{},
+	}
+	// The history first, then the read: the pauses are read from the
+	// oldest cycle the history holds.
+	type siteAt struct {
+		row     int
+		suspect uint64
+	}
+	bySite := map[growingKey][]siteAt{}
+	p.history.eachRow(func(c *cycleRow) {
+		i := len(d.History)
+		d.History = append(d.History, PageCycle{
+			Cycle: c.cycle, Time: c.time, HeapLive: c.heapLive, HeapGoal: c.heapGoal, CPUFraction: c.gcCPU,
+			Queues: PageQueues{Finalizer: pageQueueRow(c.queues[0]), Cleanup: pageQueueRow(c.queues[1])},
+		})
+		for _, s := range c.sites {
+			bySite[s.key] = append(bySite[s.key], siteAt{i, s.suspect})
+		}
+	})
+	p.history.eachEvent(func(e *memstats.Event) { d.Events = append(d.Events, pageEvent(e)) })
+	since := uint64(0)
+	if len(d.History) > 0 {
+		since = d.History[0].Cycle
+	}
+	var r pageRead
+	p.readPage(&r, since)
+	d.MoreCyclesNeeded = r.sn.MoreCyclesNeeded
+	g := &r.ms
+	d.GC = PageGC{
+		Cycles: g.Cycles, Forced: g.ForcedCycles, ForcedPerMinute: g.ForcedPerMinute,
+		HeapLive: g.HeapLive, HeapGoal: g.HeapGoal, GOGC: g.GOGC, MemoryLimit: g.MemoryLimit,
+		CPUFraction: g.GCCPUFraction, PauseP50: g.PauseP50.Seconds(), PauseP99: g.PauseP99.Seconds(),
+		PauseMax: g.PauseMax.Seconds(), PauseWindow: g.PauseWindow,
+	}
+	d.Queues = PageQueues{Finalizer: pageQueue(&g.Finalizers), Cleanup: pageQueue(&g.Cleanups)}
+	for _, ps := range r.pauses {
+		if ps.Cycle >= since {
+			d.Pauses = append(d.Pauses, PagePause{Cycle: ps.Cycle, End: ps.End, Seconds: ps.Duration.Seconds()})
+		}
+	}
+	for k := range r.sn.Kinds {
+		ks := &r.sn.Kinds[k]
+		d.Totals[finalizerwatch.Kind(k).String()] = PageTotals{Sites: ks.Sites, Registered: ks.Registered,
+			Executed: ks.Executed, Outstanding: ks.Outstanding, Suspect: ks.Suspect, Dropped: ks.Totals.Dropped}
+	}
+	for i := range r.sn.Top {
+		s := &r.sn.Top[i]
+		ps := PageSite{
+			Kind: s.Kind.String(), Site: s.Site.Label(),
+			Function: cut(s.Site.Function), File: cut(s.Site.File), Line: s.Site.Line,
+			Resource: cut(s.Resource), Class: s.Class.String(), Growth: s.Growth,
+			Registered: s.Registered, Executed: s.Executed, Outstanding: s.Outstanding, Suspect: s.Suspect,
+			Dropped:  s.Dropped,
+			Suspects: make([]*uint64, len(d.History)),
+			Stack:    pageStack(s.Stack),
+		}
+		for _, at := range bySite[keyOf(s)] {
+			v := at.suspect
+			ps.Suspects[at.row] = &v
+		}
+		d.Sites = append(d.Sites, ps)
+	}
+	for _, c := range r.sn.Running {
+		d.Running = append(d.Running, PageRunning{Kind: c.Kind.String(), Site: c.Site.Label(), Seconds: c.For.Seconds()})
+	}
+	for i := range r.firing {
+		d.Firing = append(d.Firing, pageEvent(&r.firing[i]))
+	}
+	d.Overflow = PageOverflow{Sites: r.sn.Overflow.Sites, Stacks: r.sn.Overflow.Stacks}
+	return d
+}
+
+func pageQueue(q *memstats.Queue) PageQueue {
+	return PageQueue{Length: q.Length, DrainPerSecond: q.DrainPerSecond, Delay: q.Latency.Seconds()}
+}
+
+func pageQueueRow(q queueRow) PageQueue {
+	return PageQueue{Length: q.length, DrainPerSecond: q.drain, Delay: q.latency.Seconds()}
+}
+
+func pageEvent(e *memstats.Event) PageEvent {
+	return PageEvent{Detector: e.Detector, Firing: e.Firing, Value: e.Value, Threshold: e.Threshold,
+		Since: e.Since, Time: e.Time, Kind: e.Kind, Site: cut(e.Site)}
+}
+
+func pageStack(st []stackcapture.Frame) []PageFrame {
+	out := make([]PageFrame, 0, min(len(st), pageMaxFrames))
+	for i := range st {
+		if i == pageMaxFrames {
+			break
+		}
+		out = append(out, PageFrame{Function: cut(st[i].Function), File: cut(st[i].File), Line: st[i].Line})
+	}
+	return out
+}
+
+// cut bounds s to pageMaxString bytes (encoding/json makes any bytes
+// valid UTF-8).
+func cut(s string) string {
+	if len(s) > pageMaxString {
+		return s[:pageMaxString]
+	}
+	return s
+}
