@@ -103,7 +103,7 @@ func logEvent(l *slog.Logger, e memstats.Event, dropped uint64) {
 	if e.Site != "" {
 		attrs = append(attrs, slog.String("kind", e.Kind), slog.String("site", e.Site))
 	}
-	if c := e.Cause(); c != "" {
+	if c := e.Cause(); c != "" && e.Firing {
 		attrs = append(attrs, slog.String("cause", c))
 	}
 	if !e.Since.IsZero() && !e.Time.IsZero() {

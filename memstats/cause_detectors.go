@@ -19,7 +19,7 @@ const (
 	DetectorAllocationDriven = "allocation_driven"
 	// DetectorLiveHeapGrowth fires when the live heap rose over each of the
 	// latest DefaultLiveHeapGrowthCycles cycles (a 2% dip allowed), by at
-	// least 1 MiB, and either by DefaultLiveHeapGrowth of where it began or
+	// least 4 MiB, and either by DefaultLiveHeapGrowth of where it began or
 	// while above DefaultLiveHeapBytes (WithLiveHeapGrowth): something
 	// keeps what it allocates, a cache or a leak. Value and Threshold are
 	// the growth as a fraction (0.25 is 25%).
@@ -97,8 +97,9 @@ const (
 
 // liveGrowthMinBytes is the least growth in bytes live_heap_growth fires
 // on: a program warming up from a few hundred kilobytes grows by large
-// fractions that are nobody's trouble.
-const liveGrowthMinBytes = 1 << 20
+// fractions that are nobody's trouble, and below the runtime's 4 MiB
+// minimum heap the goal, and so the GC's pace, does not move.
+const liveGrowthMinBytes = 4 << 20
 
 // numCauses is how many cause detectors there are, from detAllocation on.
 const numCauses = numDetectors - detAllocation

@@ -131,7 +131,15 @@ func TestCauseDetectors(t *testing.T) {
 			},
 		},
 		{
-			name: "live heap growing under 1 MiB over the cycles",
+			name: "a large live heap rising by less than 4 MiB",
+			p: program{cyclesPerSec: 1, gcCPU: 0.01, liveStep: func(r *reading) {
+				r.heapLive += 1 * mib
+			}},
+			init: func(r *reading) { base(r); r.heapLive = 600 * mib },
+			secs: 6,
+		},
+		{
+			name: "live heap growing under 4 MiB over the cycles",
 			p: program{cyclesPerSec: 1, gcCPU: 0.01, liveStep: func(r *reading) {
 				r.heapLive += 200 << 10
 			}},
@@ -141,11 +149,11 @@ func TestCauseDetectors(t *testing.T) {
 		{
 			name: "a large live heap rising slowly",
 			p: program{cyclesPerSec: 1, gcCPU: 0.01, liveStep: func(r *reading) {
-				r.heapLive += 1 * mib // 0.2% a cycle
+				r.heapLive += 2 * mib // 0.3% a cycle
 			}},
 			init: func(r *reading) { base(r); r.heapLive = 600 * mib },
 			secs: 6,
-			want: []string{"04:live_heap_growth+"}, // 3 MiB over 4 cycles: 0.5%, but above 500 MiB
+			want: []string{"04:live_heap_growth+"}, // 6 MiB over 4 cycles: 1%, but above 500 MiB
 		},
 		{
 			name: "a flat live heap with noise",

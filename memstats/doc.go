@@ -129,7 +129,7 @@
 //
 //	allocation_driven        DefaultAllocationCyclesPerMinute GC cycles a minute or more while the
 //	                         GC takes DefaultAllocationGCCPU of the CPU (WithAllocationDriven)
-//	live_heap_growth         the live heap rising over DefaultLiveHeapGrowthCycles cycles by 1 MiB
+//	live_heap_growth         the live heap rising over DefaultLiveHeapGrowthCycles cycles by 4 MiB
 //	                         and DefaultLiveHeapGrowth, or above DefaultLiveHeapBytes (WithLiveHeapGrowth)
 //	memory_limit_pressure    the memory limit holding the heap goal DefaultMemoryLimitSqueeze times
 //	                         below GOGC's, or the GC CPU limiter enabled (WithMemoryLimitPressure)

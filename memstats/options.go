@@ -451,7 +451,7 @@ func WithAllocationDriven(cyclesPerMinute, gcCPU float64) Option {
 
 // WithLiveHeapGrowth configures the live_heap_growth detector: it fires
 // when the live heap rose over each of the latest cycles (between 2 and
-// 64), by at least 1 MiB and either by growth (a fraction > 0: 0.1 is 10%)
+// 64), by at least 4 MiB and either by growth (a fraction > 0: 0.1 is 10%)
 // of where it began or while above largeBytes. Defaults
 // DefaultLiveHeapGrowthCycles, DefaultLiveHeapGrowth and
 // DefaultLiveHeapBytes.
