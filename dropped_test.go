@@ -25,8 +25,8 @@ func TestDroppedLogOncePerRiseRateLimited(t *testing.T) {
 	snap := func(dropped uint64) *finalizerwatch.Snapshot {
 		var sn finalizerwatch.Snapshot
 		sn.Kinds[finalizerwatch.KindFinalizer].Top = []finalizerwatch.SiteStats{
-			{Kind: finalizerwatch.KindFinalizer, Site: site, Resource: "os.File", Executed: dropped, Dropped: dropped},
-			{Kind: finalizerwatch.KindFinalizer, Site: quiet, Resource: "os.File", Outstanding: 5},
+			{Kind: finalizerwatch.KindFinalizer, Site: site, Resource: "os.File", Counts: finalizerwatch.Counts{Executed: dropped, Dropped: dropped}},
+			{Kind: finalizerwatch.KindFinalizer, Site: quiet, Resource: "os.File", Counts: finalizerwatch.Counts{Outstanding: 5}},
 		}
 		return &sn
 	}
@@ -74,7 +74,7 @@ func TestReportSaysDropped(t *testing.T) {
 	r := Report{
 		RuntimeMode: true,
 		Top: []finalizerwatch.SiteStats{{Kind: finalizerwatch.KindFinalizer, Resource: "os.File",
-			Site: stackcapture.Frame{Function: "main.main", File: "/src/main.go", Line: 34}, Registered: 20, Executed: 20, Dropped: 20}},
+			Site: stackcapture.Frame{Function: "main.main", File: "/src/main.go", Line: 34}, Counts: finalizerwatch.Counts{Registered: 20, Executed: 20, Dropped: 20}}},
 	}
 	s := r.String()
 	for _, w := range []string{

@@ -33,7 +33,7 @@ func TestGrowingLogOncePerTransition(t *testing.T) {
 		ks := &sn.Kinds[finalizerwatch.KindFinalizer]
 		for _, s := range sites {
 			ks.Top = append(ks.Top, finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer, Site: s.frame,
-				Class: s.class, Growth: s.growth, Suspect: 500, Outstanding: 600})
+				Class: s.class, Growth: s.growth, Suspect: 500, Counts: finalizerwatch.Counts{Outstanding: 600}})
 			if s.class == finalizerwatch.ClassGrowing {
 				ks.Growing++
 			}

@@ -345,8 +345,8 @@ func TestLeakErrorSaysGrowingOrStable(t *testing.T) {
 	site := func(fn string, class finalizerwatch.Class, growth, leaked uint64) Leak {
 		return Leak{SiteStats: finalizerwatch.SiteStats{
 			Kind: finalizerwatch.KindFinalizer, Class: class, Growth: growth,
-			Site:       stackcapture.Frame{Function: fn, File: "/src/app/a.go", Line: 7},
-			Registered: leaked, Outstanding: leaked, Suspect: leaked,
+			Site:   stackcapture.Frame{Function: fn, File: "/src/app/a.go", Line: 7},
+			Counts: finalizerwatch.Counts{Registered: leaked, Outstanding: leaked}, Suspect: leaked,
 		}, Leaked: leaked}
 	}
 	leaks := []Leak{site("app.leak", finalizerwatch.ClassGrowing, 12, 30), site("app.cache", finalizerwatch.ClassStable, 0, 900)}

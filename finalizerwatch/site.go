@@ -284,23 +284,6 @@ func (s *site) foldLocked(cur uint32) {
 	}
 }
 
-// counts are an entry's counters, as one read reports them, or a sum of
-// them: the one list of the ledger's counters (SiteStats and Totals
-// report the same fields).
-type counts struct {
-	registered, executed, cleared, clearedOutside, dropped, outstanding uint64
-}
-
-// add adds o to c.
-func (c *counts) add(o counts) {
-	c.registered += o.registered
-	c.executed += o.executed
-	c.cleared += o.cleared
-	c.clearedOutside += o.clearedOutside
-	c.dropped += o.dropped
-	c.outstanding += o.outstanding
-}
-
 // countsLocked reads the entry's counters, as of cycle cur. Under mu.
 //
 // The loads are ordered so that no count is ever ahead of the truth:
@@ -310,7 +293,7 @@ func (c *counts) add(o counts) {
 // registration it missed). Cleared can then read low for an instant, and
 // a wrap can make a total read low (see ageRing): each is reported as the
 // highest value reported so far, so that counters never go down.
-func (s *site) countsLocked(cur uint32) counts {
+func (s *site) countsLocked(cur uint32) Counts {
 	r := &s.ages
 	s.foldLocked(cur)
 	var regN, doneN uint64
@@ -318,28 +301,28 @@ func (s *site) countsLocked(cur uint32) counts {
 		doneN += uint64(s.ends[i].Load())
 	}
 	doneN += r.oldDone.Load() + uint64(int64(r.doneWraps.Load()))<<32
-	c := counts{executed: s.executed.Load(), clearedOutside: s.clearedOutside.Load()}
+	c := Counts{Executed: s.executed.Load(), ClearedOutside: s.clearedOutside.Load()}
 	if s.kind == KindCleanup {
 		// A Stop ends the registration's age at once, but counts as
 		// cleared only once settled (cleanup.go): until then it is
 		// outstanding, not a suspect.
-		c.cleared = s.cleared.Load()
-	} else if doneN > c.executed {
-		c.cleared = doneN - c.executed
+		c.Cleared = s.cleared.Load()
+	} else if doneN > c.Executed {
+		c.Cleared = doneN - c.Executed
 	}
 	for i := range s.reg {
 		regN += uint64(s.reg[i].Load())
 	}
 	regN += r.oldReg.Load() + uint64(int64(r.regWraps.Load()))<<32
 	r.hwReg = max(r.hwReg, regN)
-	r.hwCleared = max(r.hwCleared, c.cleared)
-	c.registered, c.cleared = r.hwReg, r.hwCleared
+	r.hwCleared = max(r.hwCleared, c.Cleared)
+	c.Registered, c.Cleared = r.hwReg, r.hwCleared
 	// Registered = Executed + Cleared + Outstanding, as reported.
-	if ended := c.executed + c.cleared; c.registered > ended {
-		c.outstanding = c.registered - ended
+	if ended := c.Executed + c.Cleared; c.Registered > ended {
+		c.Outstanding = c.Registered - ended
 	}
 	if resourceOf(s.res).DroppedWithoutClose {
-		c.dropped = c.executed
+		c.Dropped = c.Executed
 	}
 	return c
 }
@@ -355,7 +338,7 @@ func (s *site) used() bool {
 }
 
 // counts reads the entry's counters (see countsLocked).
-func (s *site) counts() counts {
+func (s *site) counts() Counts {
 	cur := s.w.cycles[s.kind].Load()
 	s.ages.mu.Lock()
 	defer s.ages.mu.Unlock()

@@ -143,9 +143,10 @@ type Entry struct {
 	// overflow entry), whose Site then says where it stands.
 	PCs  []uintptr
 	Site stackcapture.Frame // only when PCs is nil
-	// Counts as in SiteStats.
-	Registered, Outstanding, Suspect, Growth uint64
-	Class                                    Class
+	// Counts, Suspect, Growth and Class as in SiteStats.
+	Counts
+	Suspect, Growth uint64
+	Class           Class
 }
 
 // group is a site: the ledger entries of one kind that share a frame
@@ -242,13 +243,13 @@ type topSums struct {
 
 // counterSums sums ledger entries' counters and run-time histograms.
 type counterSums struct {
-	counts
+	Counts
 	durCount, durSumNs uint64
 }
 
 // add adds entry e's counters to c, and its histogram's counts to dur.
 func (c *counterSums) add(e *site, dur *[durBuckets]uint64) {
-	c.counts.add(e.counts())
+	c.Counts.Add(e.counts())
 	n, sumNs := e.dur.addTo(dur)
 	c.durCount += n
 	c.durSumNs += sumNs
@@ -423,8 +424,8 @@ func (w *Watcher) rankLocked(k int) {
 		g.class = max(g.class, class)
 		g.growth += growth
 		g.suspect += sus
-		g.registered += c.registered
-		g.outstanding += c.outstanding
+		g.registered += c.Registered
+		g.outstanding += c.Outstanding
 	}
 	w.eachEntry(each)
 	// The top k of each kind.
@@ -579,16 +580,11 @@ func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
 	o := &ks.Other
 	counts := o.Duration.Counts
 	*o = SiteStats{
-		Kind:           kind,
-		Registered:     rest.registered,
-		Executed:       rest.executed,
-		Cleared:        rest.cleared,
-		ClearedOutside: rest.clearedOutside,
-		Dropped:        rest.dropped,
-		Outstanding:    rest.outstanding,
-		Suspect:        rest.suspect,
-		Class:          rest.class,
-		Growth:         rest.growth,
+		Kind:    kind,
+		Counts:  rest.Counts,
+		Suspect: rest.suspect,
+		Class:   rest.class,
+		Growth:  rest.growth,
 	}
 	o.Duration = Histogram{Bounds: durationBoundsSeconds, Counts: reuseCounts(counts), Count: rest.durCount,
 		Sum: float64(rest.durSumNs) / 1e9}
@@ -627,12 +623,7 @@ func (w *Watcher) readKind(ks *KindSnapshot, kind Kind, k int, stacks bool) {
 
 	t := Totals{Kind: kind, Sites: rest.entries}
 	add := func(s *SiteStats) {
-		t.Registered += s.Registered
-		t.Executed += s.Executed
-		t.Cleared += s.Cleared
-		t.ClearedOutside += s.ClearedOutside
-		t.Dropped += s.Dropped
-		t.Outstanding += s.Outstanding
+		t.Counts.Add(s.Counts)
 		t.Suspect += s.Suspect
 	}
 	add(o)
@@ -697,19 +688,14 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 		c.add(e, (*[durBuckets]uint64)(counts))
 	}
 	*s = SiteStats{
-		Kind:           g.kind,
-		Site:           *g.frame,
-		Registered:     c.registered,
-		Executed:       c.executed,
-		Cleared:        c.cleared,
-		ClearedOutside: c.clearedOutside,
-		Dropped:        c.dropped,
-		Resource:       resourceOf(g.head.res).Name,
-		Outstanding:    c.outstanding,
-		Survived:       ts.survived,
-		Suspect:        min(g.suspect, c.outstanding),
-		Class:          g.class,
-		Growth:         g.growth,
+		Kind:     g.kind,
+		Site:     *g.frame,
+		Counts:   c.Counts,
+		Resource: resourceOf(g.head.res).Name,
+		Survived: ts.survived,
+		Suspect:  min(g.suspect, c.Outstanding),
+		Class:    g.class,
+		Growth:   g.growth,
 		Duration: Histogram{Bounds: durationBoundsSeconds, Counts: counts, Count: c.durCount,
 			Sum: float64(c.durSumNs) / 1e9},
 	}
@@ -729,7 +715,7 @@ func (w *Watcher) appendEntries(dst []Entry) []Entry {
 	dst = slices.Grow(dst, w.sites.Len()+len(w.overflow))
 	w.eachEntry(func(s *site) {
 		c := s.counts()
-		e := Entry{Kind: s.kind, Registered: c.registered, Outstanding: c.outstanding}
+		e := Entry{Kind: s.kind, Counts: c}
 		var survived [AgeBuckets]uint64
 		e.Suspect, e.Class, e.Growth = s.read(w.cycles[s.kind].Load(), w.cfg.suspectCycles, &survived)
 		if s.stack != nil && !s.stack.Overflow() {

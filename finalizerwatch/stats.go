@@ -15,6 +15,38 @@ type Histogram struct {
 	Sum    float64 // seconds
 }
 
+// Counts are the ledger's counters, of one site or summed over many: the
+// one list of them. SiteStats, Totals and Entry carry them, and the ledger
+// reads, sums and merges them as a whole (Add), so a counter added here
+// reaches every site, entry and total of a Snapshot.
+type Counts struct {
+	Registered uint64 // every registration, exactly
+	Executed   uint64 // finalizers or cleanups that ran to completion
+	Cleared    uint64 // SetFinalizer(obj, nil) or Cleanup.Stop before running
+	// ClearedOutside counts, of Cleared, the finalizers that were found
+	// cleared or replaced outside finalizerwatch (runtime.SetFinalizer
+	// called directly) when their object's address was registered again.
+	// Until then such a registration counts as outstanding.
+	ClearedOutside uint64
+	// Dropped counts, of Executed, the finalizers and cleanups of a
+	// Resource that runs only for an object dropped without Close (files,
+	// network connections, os.Root, os.Process): each one a descriptor or
+	// handle the program left to the garbage collector. Runtime build
+	// mode only.
+	Dropped     uint64
+	Outstanding uint64 // Registered - Executed - Cleared
+}
+
+// Add adds o to c, counter by counter.
+func (c *Counts) Add(o Counts) {
+	c.Registered += o.Registered
+	c.Executed += o.Executed
+	c.Cleared += o.Cleared
+	c.ClearedOutside += o.ClearedOutside
+	c.Dropped += o.Dropped
+	c.Outstanding += o.Outstanding
+}
+
 // SiteStats is the ledger of one call site (or, from Stacks, of one
 // registration stack).
 type SiteStats struct {
@@ -28,25 +60,13 @@ type SiteStats struct {
 	Stack []stackcapture.Frame
 	PCs   []uintptr
 
-	Registered uint64 // every registration, exactly
-	Executed   uint64 // finalizers or cleanups that ran to completion
-	Cleared    uint64 // SetFinalizer(obj, nil) or Cleanup.Stop before running
-	// ClearedOutside counts, of Cleared, the finalizers that were found
-	// cleared or replaced outside finalizerwatch (runtime.SetFinalizer
-	// called directly) when their object's address was registered again.
-	// Until then such a registration counts as outstanding.
-	ClearedOutside uint64
+	// Counts are the site's counters: Registered, Executed, Cleared,
+	// ClearedOutside, Dropped, Outstanding.
+	Counts
 	// Resource is, in the runtime build mode, what the standard library
 	// registered at this site ("os.File", "net.Conn"; see Resource), empty
 	// for a registration made by the site itself.
 	Resource string
-	// Dropped counts, of Executed, the finalizers and cleanups of a
-	// Resource that runs only for an object dropped without Close (files,
-	// network connections, os.Root, os.Process): each one a descriptor or
-	// handle the program left to the garbage collector. Runtime build
-	// mode only.
-	Dropped     uint64
-	Outstanding uint64 // Registered - Executed - Cleared
 	// Survived[i] counts outstanding registrations that have survived i GC
 	// cycles; the last bucket counts AgeBuckets-1 cycles or more.
 	Survived [AgeBuckets]uint64
@@ -82,7 +102,7 @@ func (w *Watcher) Overflow() Overflow {
 
 func (w *Watcher) overflowNow() Overflow {
 	return Overflow{
-		Sites:  w.overflow[KindFinalizer].counts().registered + w.overflow[KindCleanup].counts().registered,
+		Sites:  w.overflow[KindFinalizer].counts().Registered + w.overflow[KindCleanup].counts().Registered,
 		Stacks: w.stacks.Overflowed() + w.stacksRefused.Load(),
 	}
 }
@@ -156,12 +176,7 @@ func mergeSites(all []SiteStats) []SiteStats {
 }
 
 func (a *SiteStats) merge(b *SiteStats) {
-	a.Registered += b.Registered
-	a.Executed += b.Executed
-	a.Cleared += b.Cleared
-	a.ClearedOutside += b.ClearedOutside
-	a.Dropped += b.Dropped
-	a.Outstanding += b.Outstanding
+	a.Counts.Add(b.Counts)
 	a.Suspect += b.Suspect
 	for i := range a.Survived {
 		a.Survived[i] += b.Survived[i]
@@ -185,16 +200,11 @@ func (a *SiteStats) merge(b *SiteStats) {
 func (w *Watcher) stats(s *site, withStack bool, counts []uint64) SiteStats {
 	c := s.counts()
 	st := SiteStats{
-		Kind:           s.kind,
-		Site:           s.siteFrame(),
-		Registered:     c.registered,
-		Executed:       c.executed,
-		Cleared:        c.cleared,
-		ClearedOutside: c.clearedOutside,
-		Dropped:        c.dropped,
-		Outstanding:    c.outstanding,
-		Resource:       resourceOf(s.res).Name,
-		Duration:       s.dur.snapshot(counts),
+		Kind:     s.kind,
+		Site:     s.siteFrame(),
+		Counts:   c,
+		Resource: resourceOf(s.res).Name,
+		Duration: s.dur.snapshot(counts),
 	}
 	switch {
 	case !withStack:
@@ -313,11 +323,10 @@ func compareKeys(a, b *rankKey) int {
 
 // Totals is a ledger summed over every site of one kind.
 type Totals struct {
-	Kind                                                Kind
-	Sites                                               int
-	Registered, Executed, Cleared, Outstanding, Suspect uint64
-	ClearedOutside                                      uint64 // of Cleared; see SiteStats.ClearedOutside
-	Dropped                                             uint64 // of Executed; see SiteStats.Dropped
+	Kind  Kind
+	Sites int
+	Counts
+	Suspect uint64
 }
 
 // Totals returns the ledger of kind k summed over all its sites. It is a
