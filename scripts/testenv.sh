@@ -19,6 +19,8 @@
 #	GCPROBE_PROMTOOL    path of promtool
 #	GCPROBE_OTELCOL     path of an OpenTelemetry Collector built for the tests
 #	KUBEBUILDER_ASSETS  folder with etcd, kube-apiserver and kubectl (envtest)
+#	GCPROBE_CHROMIUM    path of a headless-capable Chromium (Debian's chromium),
+#	                    for the live page's browser test (browsertest)
 #
 # Each tool has its own gcprobe_testenv_* function; gcprobe_testenv_main runs
 # them in order. To add a tool, write a function next to the others and
@@ -302,6 +304,34 @@ gcprobe_testenv_envtest() {
 	gcprobe_testenv_log "KUBEBUILDER_ASSETS=$bin (etcd v$etcd_version, kube-apiserver v$kube_version; ready in $((SECONDS - t0)) s)"
 }
 
+# gcprobe_testenv_chromium provides Chromium from Debian's chromium package
+# (installed once; apt keeps it), for browsertest, which drives the live
+# page (/debug/gcprobe/) in headless Chromium over the DevTools protocol.
+# As root the test passes --no-sandbox itself.
+gcprobe_testenv_chromium() {
+	local bin="${GCPROBE_CHROMIUM:-}"
+	if [ -n "$bin" ] && [ -x "$bin" ]; then
+		export GCPROBE_CHROMIUM="$bin"
+		return 0
+	fi
+	bin=$(command -v chromium || true)
+	if [ -z "$bin" ]; then
+		gcprobe_testenv_log "chromium not on PATH: installing Debian's chromium package (about a minute)"
+		if ! gcprobe_testenv_apt_install chromium; then
+			gcprobe_testenv_log "could not install chromium: the live page's browser test cannot run"
+			return 1
+		fi
+		bin=$(command -v chromium || true)
+		if [ -z "$bin" ]; then
+			gcprobe_testenv_log "chromium installed but not on PATH"
+			return 1
+		fi
+	fi
+	export GCPROBE_CHROMIUM="$bin"
+	gcprobe_testenv_log "GCPROBE_CHROMIUM=$bin ($(gcprobe_testenv_first_line "$bin" --version))"
+	return 0
+}
+
 # gcprobe_testenv_main runs every provider. In CI (CI=true) a tool that could
 # not be provided fails the run, because CI must never skip those tests;
 # elsewhere it is a warning and the tests skip.
@@ -316,6 +346,7 @@ gcprobe_testenv_main() {
 	gcprobe_testenv_cc || failed="$failed cc"
 	gcprobe_testenv_otelcol || failed="$failed otelcol"
 	gcprobe_testenv_envtest || failed="$failed envtest"
+	gcprobe_testenv_chromium || failed="$failed chromium"
 	if [ -n "$failed" ]; then
 		gcprobe_testenv_log "not provided:$failed"
 		if [ "${CI:-}" = "true" ]; then
