@@ -83,7 +83,7 @@ func TestPageDataSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"schema": "number", "time": "string", "history_cycles": "number", "more_cycles_needed": "number",
+		"schema": "number", "time": "string", "history_cycles": "number", "more_cycles_needed": "number", "ledger_cycles": "object",
 		"runtime_mode": "bool", "gc": "object", "queues": "object", "totals": "object", "history": "array",
 		"pauses": "array", "sites": "array", "running": "array", "firing": "array", "events": "array",
 		"overflow": "object", "gc_cause": "null", "allocating_sites": "null", "links": "object",

@@ -24,6 +24,11 @@ type PageData struct {
 	// MoreCyclesNeeded is how many more GC cycles the ledger must see
 	// before it can tell a leak from a cache; 0 once it can.
 	MoreCyclesNeeded int `json:"more_cycles_needed"`
+	// LedgerCycles are the GC cycles the ledger has counted, per kind
+	// ("finalizer", "cleanup"): a cycle counts once the goroutine that
+	// runs that kind of callback has caught up with it, so while a queue
+	// is backed up these lag GC.Cycles, and MoreCyclesNeeded waits.
+	LedgerCycles map[string]uint64 `json:"ledger_cycles"`
 	// RuntimeMode reports the runtime build mode (finalizercheck
 	// -runtime): Dropped counts are only known in it.
 	RuntimeMode bool `json:"runtime_mode"`
@@ -221,6 +226,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 		RuntimeMode:   finalizerwatch.RuntimeMode(),
 		Links:         PageLinks{Profile: ProfilePath, ProfileText: ProfilePath + "?debug=1", Metrics: MetricsPath},
 		Totals:        map[string]PageTotals{},
+		LedgerCycles:  map[string]uint64{},
 		History:       []PageCycle{},
 		Pauses:        []PagePause{},
 		Sites:         []PageSite{},
@@ -268,6 +274,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	}
 	for k := range r.sn.Kinds {
 		ks := &r.sn.Kinds[k]
+		d.LedgerCycles[finalizerwatch.Kind(k).String()] = r.sn.Cycles[k]
 		d.Totals[finalizerwatch.Kind(k).String()] = PageTotals{Sites: ks.Sites, Registered: ks.Registered,
 			Executed: ks.Executed, Outstanding: ks.Outstanding, Suspect: ks.Suspect, Dropped: ks.Totals.Dropped}
 	}
