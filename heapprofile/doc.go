@@ -44,11 +44,16 @@
 // # Cost and bounds
 //
 // A read is proportional to the profile's buckets (one per distinct
-// allocation stack): each record is 288 bytes, copied, hashed and looked
-// up. The benchmark in this package measures it at 1k, 10k and 100k
-// buckets. Past WithMaxBuckets buckets (DefaultMaxBuckets) a read is
-// skipped and counted (Snapshot.Skipped) rather than holding that much
-// memory; the top lists are bounded by WithTopK.
+// allocation stack): each record is 288 bytes, copied by the runtime, then
+// hashed and looked up here. The benchmark in this package measures a read
+// at 1k, 10k and 100k buckets: about 35-60 µs, 0.45-0.8 ms and 5.5-10 ms
+// on a shared 2-core amd64 VM (50-100 ns a bucket), nothing allocated in
+// steady state. The runtime holds its profile lock while it copies the
+// records, so the GC's end-of-cycle flush of the profile may wait for the
+// copy; the world never stops. A profile of more than WithMaxBuckets
+// buckets (DefaultMaxBuckets) is not read, and the skip is counted
+// (Snapshot.Skipped), rather than holding that much memory; the top lists
+// are bounded by WithTopK.
 //
 // # Concurrency
 //
