@@ -253,10 +253,15 @@ func fakeProbeMetrics(t *testing.T) http.Handler {
 		cpu    = prometheus.NewGauge(prometheus.GaugeOpts{Name: "gcprobe_gc_cpu_fraction", Help: "test"})
 		firing = gauge("gcprobe_detector_firing", []string{"detector"})
 		termN  = gauge("gcprobe_k8s_terminating_objects", k8s)
+		// Why the GC works hard.
+		cpuClass  = gauge("gcprobe_gc_cpu_class_fraction", []string{"class"})
+		siteAlloc = gauge("gcprobe_alloc_site_bytes_per_second", []string{"site"})
+		siteGrow  = gauge("gcprobe_alloc_site_growth_bytes", []string{"site"})
 		termAt = gauge("gcprobe_k8s_terminating_oldest_seconds", k8s)
 	)
 	reg.MustRegister(outstanding, registered, executed, cleared, suspects, growing, duration,
-		queueLen, latency, queued, runtimeExec, unwatched, pause, forced, cpu, firing, termN, termAt)
+		queueLen, latency, queued, runtimeExec, unwatched, pause, forced, cpu, firing, termN, termAt,
+		cpuClass, siteAlloc, siteGrow)
 
 	sites := [][]string{
 		{"finalizer", "main.newConn /app/main.go:42"},
@@ -287,9 +292,15 @@ func fakeProbeMetrics(t *testing.T) http.Handler {
 		pause.Observe(3e-4)
 		forced.Inc()
 		cpu.Set(0.03)
-		for _, d := range []string{"finalizer_queue_stalled", "forced_gc", "mcache_inuse", "queue_latency"} {
+		for _, d := range []string{"finalizer_queue_stalled", "forced_gc", "mcache_inuse", "queue_latency",
+			"allocation_driven", "live_heap_growth", "memory_limit_pressure", "stopping_latency", "assist_heavy"} {
 			firing.WithLabelValues(d).Set(0)
 		}
+		for _, c := range []string{"assist", "dedicated", "idle", "pause"} {
+			cpuClass.WithLabelValues(c).Set(0.01)
+		}
+		siteAlloc.WithLabelValues("main.deepCopy /app/informer.go:88").Set(2.4e6)
+		siteGrow.WithLabelValues("main.(*cache).put /app/cache.go:31").Set(6e6 * scrapes)
 		termN.WithLabelValues("apps", "v1", "Deployment", "example.gcprobe.dev/cleanup").Set(2)
 		termAt.WithLabelValues("apps", "v1", "Deployment", "example.gcprobe.dev/cleanup").Set(30 + scrapes)
 	}

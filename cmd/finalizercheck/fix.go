@@ -66,7 +66,7 @@ type unfixed struct {
 // number of lines its import declarations gained or lost: the reported
 // lines are those of the fixed file.
 func fixAndReport(stdout, stderr io.Writer, self string, args []string) int {
-	left, err := findUnfixed(self, args)
+	left, fixable, err := findUnfixed(self, args)
 	if err != nil {
 		fmt.Fprintf(stderr, "finalizercheck: looking for calls -fix cannot rewrite: %v\n", err)
 	}
@@ -83,6 +83,15 @@ func fixAndReport(stdout, stderr io.Writer, self string, args []string) int {
 		fmt.Fprintf(stderr, "finalizercheck: %v\n", err)
 		return 1
 	}
+	if fixable > 0 && !diffMode(args) && !requiresGcprobe() {
+		// The rewritten files import finalizerwatch, which the module
+		// cannot build with until it requires gcprobe: say so, rather
+		// than leave the user a build that fails later.
+		fmt.Fprintf(stderr, "finalizercheck: rewrote %d call(s) to github.com/gcprobe/probe/finalizerwatch, which this module does not require yet: run\n\tgo get github.com/gcprobe/probe@latest\nthen build as before\n", fixable)
+		if len(left) == 0 {
+			return 0
+		}
+	}
 	if len(left) == 0 {
 		return 0
 	}
@@ -97,7 +106,7 @@ func fixAndReport(stdout, stderr io.Writer, self string, args []string) int {
 // findUnfixed runs the checker on args without -fix and -diff, with -json,
 // and returns the diagnostics that have no fix, in file and line order. A
 // package that does not load is left to the fix pass to report.
-func findUnfixed(self string, args []string) ([]unfixed, error) {
+func findUnfixed(self string, args []string) (left []unfixed, fixable int, err error) {
 	scan := []string{"-json"}
 	for i, a := range args {
 		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
@@ -116,13 +125,12 @@ func findUnfixed(self string, args []string) ([]unfixed, error) {
 	cmd.Stdout = &out
 	// Load errors (exit 1) come with JSON too; the fix pass reports them.
 	if err := cmd.Run(); err != nil && out.Len() == 0 {
-		return nil, err
+		return nil, 0, err
 	}
 	var tree map[string]map[string]json.RawMessage
 	if err := json.Unmarshal(out.Bytes(), &tree); err != nil {
-		return nil, fmt.Errorf("reading the checker's -json output: %w", err)
+		return nil, 0, fmt.Errorf("reading the checker's -json output: %w", err)
 	}
-	var left []unfixed
 	for _, byAnalyzer := range tree {
 		for _, raw := range byAnalyzer {
 			var diags []struct {
@@ -134,11 +142,12 @@ func findUnfixed(self string, args []string) ([]unfixed, error) {
 			}
 			for _, d := range diags {
 				if !strings.Contains(d.Message, noFixMarker) {
+					fixable++
 					continue
 				}
 				file, line, ok := fileLine(d.Posn)
 				if !ok {
-					return nil, fmt.Errorf("unexpected position %q", d.Posn)
+					return nil, 0, fmt.Errorf("unexpected position %q", d.Posn)
 				}
 				left = append(left, unfixed{file, line, d.Message})
 			}
@@ -150,7 +159,40 @@ func findUnfixed(self string, args []string) ([]unfixed, error) {
 		}
 		return left[i].line < left[j].line
 	})
-	return left, nil
+	return left, fixable, nil
+}
+
+// diffMode reports whether args ask for -diff (print the fixes, write
+// nothing).
+func diffMode(args []string) bool {
+	for _, a := range args {
+		if a == "--" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "diff" {
+			b, err := strconv.ParseBool(val)
+			return !hasVal || (err == nil && b)
+		}
+	}
+	return false
+}
+
+// requiresGcprobe reports whether the module in the current directory can
+// build finalizerwatch: go list finds the package (the module requires
+// gcprobe, or is gcprobe, or a workspace provides it). When go list
+// cannot tell (no go command), it answers true: say nothing rather than
+// something wrong.
+func requiresGcprobe() bool {
+	// -mod=readonly and GOPROXY=off: look, never add a requirement or
+	// reach the network.
+	cmd := exec.Command("go", "list", "-mod=readonly", "-e", "-f", "{{if .Error}}missing{{end}}", "github.com/gcprobe/probe/finalizerwatch")
+	cmd.Env = append(os.Environ(), "GOPROXY=off")
+	out, err := cmd.Output()
+	if err != nil {
+		return true
+	}
+	return !strings.Contains(string(out), "missing")
 }
 
 // fileLine splits a "file:line:column" position.
