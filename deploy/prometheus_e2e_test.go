@@ -257,7 +257,7 @@ func fakeProbeMetrics(t *testing.T) http.Handler {
 		cpuClass  = gauge("gcprobe_gc_cpu_class_fraction", []string{"class"})
 		siteAlloc = gauge("gcprobe_alloc_site_bytes_per_second", []string{"site"})
 		siteGrow  = gauge("gcprobe_alloc_site_growth_bytes", []string{"site"})
-		termAt = gauge("gcprobe_k8s_terminating_oldest_seconds", k8s)
+		termAt    = gauge("gcprobe_k8s_terminating_oldest_seconds", k8s)
 	)
 	reg.MustRegister(outstanding, registered, executed, cleared, suspects, growing, duration,
 		queueLen, latency, queued, runtimeExec, unwatched, pause, forced, cpu, firing, termN, termAt,
