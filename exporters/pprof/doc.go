@@ -38,6 +38,16 @@
 //
 //	go tool pprof -top -lines 'http://127.0.0.1:6061/debug/pprof/finalizers?sampled=1'
 //
+// AllocsProfile (served by AllocsHandler, which the probe mounts at
+// /debug/pprof/gcprobe-allocs) is the third: the heap profiler's
+// (package heapprofile) top allocating and growing sites over its latest
+// window, a delta rather than the runtime's since-start totals, with the
+// sample types alloc_space/bytes (the default), alloc_objects/count,
+// inuse_space/bytes and growth_space/bytes:
+//
+//	go tool pprof -top http://127.0.0.1:6061/debug/pprof/gcprobe-allocs    # what allocates now
+//	go tool pprof -top -sample_index=growth_space ...                      # what keeps growing
+//
 // All exported functions are safe for concurrent use. Handler builds at
 // most MaxConcurrentBuilds profiles at once.
 package pprofexporter
