@@ -23,6 +23,8 @@ const (
 	// finalizer_blocked: the callback that blocks.
 	keyDetKind = attribute.Key("gcprobe.detector.kind")
 	keyDetSite = attribute.Key("gcprobe.detector.site")
+	// A cause detector, firing: the cause in words (memstats.Event.Cause).
+	keyDetCause = attribute.Key("gcprobe.detector.cause")
 )
 
 // detectorQueue hands detector events from the sampler's goroutine to the
@@ -111,6 +113,9 @@ func detectorEventOptions(e *memstats.Event) []trace.EventOption {
 	)}
 	if e.Site != "" {
 		opts = append(opts, trace.WithAttributes(keyDetKind.String(e.Kind), keyDetSite.String(e.Site)))
+	}
+	if c := e.Cause(); c != "" && e.Firing {
+		opts = append(opts, trace.WithAttributes(keyDetCause.String(c)))
 	}
 	if !e.Time.IsZero() {
 		opts = append(opts, trace.WithTimestamp(e.Time))

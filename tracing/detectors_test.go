@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,5 +114,25 @@ func TestDetectorEventNamesBlockedSite(t *testing.T) {
 	}
 	if other := attrs(t, spans[0].Events()[1].Attributes); len(other) != 5 {
 		t.Errorf("queue_latency event has %d attributes, want 5 (no site): %v", len(other), other)
+	}
+}
+
+func TestDetectorEventSaysCause(t *testing.T) {
+	tp, rec := newRecorder(t)
+	r := newReporter(t, WithTracerProvider(tp), WithWatcher(newWatcher(t)))
+	now := time.Now()
+	r.dets.push(memstats.Event{Detector: memstats.DetectorAllocationDriven, Value: 412, Threshold: 60, Time: now, Since: now, Firing: true})
+	r.dets.push(memstats.Event{Detector: memstats.DetectorAllocationDriven, Value: 12, Threshold: 60, Time: now, Since: now})
+	r.reportDetectors(t.Context())
+	spans := spansNamed(rec, "gcprobe.detector")
+	if len(spans) != 1 || len(spans[0].Events()) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	fired := attrs(t, spans[0].Events()[0].Attributes)
+	if c, _ := fired["gcprobe.detector.cause"].(string); !strings.HasPrefix(c, "allocation-driven: 412 GC cycles a minute (threshold 60)") {
+		t.Errorf("firing cause event: cause %q", c)
+	}
+	if _, ok := attrs(t, spans[0].Events()[1].Attributes)["gcprobe.detector.cause"]; ok {
+		t.Error("a resolving event carries the cause in words")
 	}
 }

@@ -151,6 +151,8 @@
 //	gcprobe.detector.firing            true when it fires, false when it resolves
 //	gcprobe.detector.kind              finalizer_blocked only: "finalizer" or "cleanup"
 //	gcprobe.detector.site              finalizer_blocked only: the blocking callback's site, "function file:line"
+//	gcprobe.detector.cause             a cause detector firing (memstats.CauseDetectors): the cause in words
+//	                                   with the number that decided it (memstats.Event.Cause)
 //
 // Detector events get a short span of their own rather than joining a leak
 // report: leak reports are instants minutes apart, and an event should
