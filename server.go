@@ -18,7 +18,7 @@ import (
 )
 
 // The probe's own listener is for programs without a metrics server. It is
-// unauthenticated, so it serves as little as it can: three paths, GET and
+// unauthenticated, so it serves as little as it can: a few paths, GET and
 // HEAD, with timeouts on every phase of a request, a cap on open
 // connections and on concurrent scrapes (the profile handler caps its own
 // builds).

@@ -8,7 +8,7 @@
 //	go run ./examples/leakdemo                 # until Ctrl-C
 //	go run ./examples/leakdemo -duration 30s
 //
-// While it runs:
+// While it runs, the live page is at http://127.0.0.1:6061/debug/gcprobe/, and
 //
 //	go tool pprof -top -lines http://127.0.0.1:6061/debug/pprof/finalizers
 //	curl -s http://127.0.0.1:6061/metrics | grep gcprobe_finalizers_growing
@@ -65,6 +65,7 @@ func run(ctx context.Context, out io.Writer, addr string, every time.Duration, t
 	fillConfigCache()
 	base := "http://" + p.Addr().String()
 	fmt.Fprintf(out, "serving %s/metrics and %s/debug/pprof/finalizers\n", base, base)
+	fmt.Fprintf(out, "the live page: %s/debug/gcprobe/\n", base)
 	fmt.Fprintf(out, "find the leaking lines with:\n  go tool pprof -top -lines %s/debug/pprof/finalizers\n\n", base)
 
 	var wg sync.WaitGroup
