@@ -20,9 +20,17 @@
 // every GC cycle, and a Prometheus collector over the sampler and the
 // finalizerwatch ledger, registered on prometheus.DefaultRegisterer (or
 // WithRegisterer). ProfileHandler serves the outstanding registrations as a
-// pprof profile; Report returns the whole picture for logs and tests. With
-// WithListenAddr the probe serves /metrics and /debug/pprof/finalizers
-// itself.
+// pprof profile; PageHandler serves the live page (PagePath,
+// /debug/gcprobe/: the top sites, queues, pauses and detectors per GC cycle,
+// from a history the probe keeps, and its JSON document PageData); Report
+// returns the whole picture for logs and tests. With WithListenAddr the
+// probe serves /metrics, /debug/pprof/finalizers and the live page itself.
+//
+// Once per GC cycle the probe reads the ledger's top sites, and logs at
+// Warn (through WithLogger, else slog's default logger) a line when a site
+// turns growing, a likely leak, and one when it stops, naming the site and
+// the evidence ("+433 suspects over 4 cycles"): once per transition, at
+// most one line per GrowingLogEvery per site.
 //
 // Defaults: no runtime.ReadMemStats (it stops the world; WithReadMemStats),
 // no listener of its own, the global OpenTelemetry tracer provider, the top
@@ -37,7 +45,9 @@
 //	...
 //	mgr.Add(p)
 //
-// and ProfileHandler goes into the metrics server's ExtraHandlers. The
+// and ProfileHandler and PageHandler go into the metrics server's
+// ExtraHandlers, behind its authentication. (*Probe).Start(ctx) blocks
+// until ctx ends; the package-level Start returns at once. The
 // probe needs no leader election: every replica has its own heap.
 //
 // # Safety
@@ -46,7 +56,7 @@
 // and Start, a second probe on one registerer gets ErrAlreadyRegistered,
 // and a panic inside its own goroutines is recovered, counted (Panics) and
 // logged once through WithLogger. Stop ends every goroutine it started.
-// The listener of WithListenAddr is unauthenticated: it serves two paths,
+// The listener of WithListenAddr is unauthenticated: it serves a few paths,
 // GET and HEAD only, with timeouts, at most MaxListenerConns connections at
 // once and closes idle ones after ListenerIdleTimeout; bind it to loopback. The profile and the
 // site labels reveal function names, file paths and line numbers of the

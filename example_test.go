@@ -3,6 +3,7 @@ package probe_test
 import (
 	"fmt"
 	"log"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -35,4 +36,19 @@ func ExampleWithListenAddr() {
 	defer p.Stop()
 	fmt.Println(p.Addr() != nil)
 	// Output: true
+}
+
+// The live page, mounted on a server of the program's own, behind whatever
+// authentication guards its metrics: open /debug/gcprobe/.
+func ExampleProbe_PageHandler() {
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer p.Stop()
+	mux := http.NewServeMux()
+	mux.Handle(probe.PagePath, p.PageHandler())       // the page, its files and data.json
+	mux.Handle(probe.ProfilePath, p.ProfileHandler()) // the profile the page links to
+	fmt.Println(probe.PagePath + probe.PageDataPath)
+	// Output: /debug/gcprobe/data.json
 }
