@@ -212,7 +212,7 @@ func TestE2E(t *testing.T) {
 		code, _, err := anon.get("/metrics")
 		return err == nil, fmt.Sprint(code, err)
 	})
-	for _, path := range []string{"/metrics", ProfilePath} {
+	for _, path := range []string{"/metrics", ProfilePath, PagePath, PagePath + "data.json"} {
 		for _, tt := range []struct {
 			who  string
 			s    scraper

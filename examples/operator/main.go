@@ -36,6 +36,10 @@ import (
 // outstanding finalizers and cleanups.
 const ProfilePath = "/debug/pprof/finalizers"
 
+// PagePath is where the metrics server serves gcprobe's live page
+// (probe.PagePath), behind the same authentication as /metrics.
+const PagePath = probe.PagePath
+
 // Options configure run.
 type Options struct {
 	// MetricsAddr is the secure metrics server's address (":8443" in a
@@ -131,7 +135,10 @@ func run(ctx context.Context, cfg *rest.Config, opts Options) (err error) {
 			// locations, so it gets the same protection as /metrics.
 			SecureServing:  true,
 			FilterProvider: filters.WithAuthenticationAndAuthorization,
-			ExtraHandlers:  map[string]http.Handler{ProfilePath: p.ProfileHandler()},
+			ExtraHandlers: map[string]http.Handler{
+				ProfilePath: p.ProfileHandler(),
+				PagePath:    p.PageHandler(), // the live page
+			},
 		},
 		HealthProbeBindAddress:  healthAddr,
 		LeaderElection:          opts.LeaderElection,
