@@ -17,6 +17,7 @@ import (
 
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 // countingHandler counts the log records it receives.
@@ -171,9 +172,9 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 	// Once the dropped registrations have run, the heap is back near
 	// where it started: nothing the probe keeps grows with the load.
 	deadline := time.Now().Add(30 * time.Second)
-	for w.Totals(finalizerwatch.KindFinalizer).Outstanding+w.Totals(finalizerwatch.KindCleanup).Outstanding > 1000 {
+	for ledgertest.Totals(w, finalizerwatch.KindFinalizer).Outstanding+ledgertest.Totals(w, finalizerwatch.KindCleanup).Outstanding > 1000 {
 		if time.Now().After(deadline) {
-			t.Fatalf("registrations still outstanding 30s after the load: %+v", w.Totals(finalizerwatch.KindFinalizer))
+			t.Fatalf("registrations still outstanding 30s after the load: %+v", ledgertest.Totals(w, finalizerwatch.KindFinalizer))
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)

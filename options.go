@@ -25,7 +25,7 @@ const (
 	// DefaultInterval is how often the probe samples the runtime when no
 	// GC cycle wakes it sooner.
 	DefaultInterval = memstats.DefaultInterval
-	// DefaultTopK is how many sites of each kind get series and report
+	// DefaultTopK is how many sites (of either kind) get series and report
 	// entries of their own.
 	DefaultTopK = promexporter.DefaultTopK
 	// DefaultMinReadMemStatsInterval is the least time between two
@@ -119,9 +119,10 @@ func WithInterval(d time.Duration) Option {
 	return WithSamplerOptions(memstats.WithInterval(d))
 }
 
-// WithTopK sets how many sites of each kind get Prometheus series, leak
-// report events and Report entries of their own (default DefaultTopK); the
-// rest are summed under site="other". It forwards promexporter.WithTopK and
+// WithTopK sets how many sites get Prometheus series, leak report events,
+// Report entries and live-page rows of their own (default DefaultTopK): the
+// K sites of either kind most likely to leak (finalizerwatch's
+// ReadOptions.TopK); the rest are summed under site="other", one per kind. It forwards promexporter.WithTopK and
 // tracing.WithTopK, whose limit applies (k must be at least 1). The number
 // of series stays bounded whatever k is: there are no more sites than the
 // watcher keeps (finalizerwatch.WithMaxSites).

@@ -16,6 +16,7 @@ import (
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -286,9 +287,9 @@ func BenchmarkOverflow(b *testing.B) {
 			}
 			// One registration first, untimed: in the table it makes the
 			// site's entry; and it shows where the line is counted.
-			before := w.Overflow().Sites
+			before := ledgertest.Overflow(w).Sites
 			atDepth(stackDepth, setClear)
-			if got := w.Overflow().Sites > before; got != tc.overflow {
+			if got := ledgertest.Overflow(w).Sites > before; got != tc.overflow {
 				b.Fatalf("registration counted under the overflow site: %v, want %v", got, tc.overflow)
 			}
 			b.ReportAllocs()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 
 	"github.com/gcprobe/probe/internal/testkit"
 )
@@ -215,7 +216,7 @@ type siteCount struct{ registered, executed uint64 }
 // in finalizerwatch.Default (zero if it has none).
 func defaultSite(line int) siteCount {
 	var c siteCount
-	for _, s := range finalizerwatch.Default.Sites() {
+	for _, s := range ledgertest.Sites(finalizerwatch.Default) {
 		if s.Site.Line == line && strings.HasSuffix(s.Site.File, "/workload_test.go") {
 			c.registered += s.Registered
 			c.executed += s.Executed

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 // Ledgers of many entries, for the memory the probe takes at 10 000 call
@@ -221,7 +222,7 @@ func rssProbe(l ledgerShape) (memReading, error) {
 		objs[i] = new(siteObj)
 		cs[i] = registerEntry(w, l, objs[i], i)
 	}
-	if got := len(w.Stacks()); got < l.n {
+	if got := len(ledgertest.Entries(w)); got < l.n {
 		return memReading{}, fmt.Errorf("%d ledger entries, want %d", got, l.n)
 	}
 	// What a scraped, inspected process has done.
@@ -276,17 +277,17 @@ func TestLedgerShapes(t *testing.T) {
 				objs[i] = new(siteObj)
 				cs[i] = registerEntry(w, l, objs[i], i)
 			}
-			if got := len(w.Stacks()); got != l.n {
+			if got := len(ledgertest.Entries(w)); got != l.n {
 				t.Errorf("%d ledger entries, want %d", got, l.n)
 			}
 			wantSites := l.n
 			if l.stacks {
 				wantSites = 2 // every stack reaches the finalizer line or the cleanup line
 			}
-			if got := len(w.Sites()); got != wantSites {
+			if got := len(ledgertest.Sites(w)); got != wantSites {
 				t.Errorf("%d sites, want %d", got, wantSites)
 			}
-			if ov := w.Overflow(); ov.Sites != 0 || ov.Stacks != 0 {
+			if ov := ledgertest.Overflow(w); ov.Sites != 0 || ov.Stacks != 0 {
 				t.Errorf("overflow %+v, want none", ov)
 			}
 			for i, o := range objs {

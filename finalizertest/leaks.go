@@ -43,7 +43,7 @@ func VerifyNone(t TestingT, opts ...Option) {
 // until the finalizers and cleanups that cycle queued have finished
 // (/gc/finalizers/executed and /gc/cleanups/executed in runtime/metrics
 // catch up with their "queued" counterparts), and repeats until the
-// watcher's GC clock (Watcher.Cycles) has counted WithCycles cycles since
+// watcher's GC clock (Snapshot.Cycles) has counted WithCycles cycles since
 // Find began. A registration still outstanding then, at least that many
 // cycles old, is a leak: its object was reachable all along, or its
 // finalizer or cleanup keeps it reachable. Registrations younger than that

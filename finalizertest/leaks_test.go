@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/stackcapture"
 
 	"github.com/gcprobe/probe/internal/testkit"
@@ -141,9 +142,9 @@ func TestVerifyNonePassesCleanCode(t *testing.T) {
 	// must force cycles of its own rather than trust their age.
 	old := plantKept(w, 5)
 	oldCleanups := plantKeptCleanups(w, 5)
-	fin0, clean0 := w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)
+	fin0, clean0 := ledgertest.Cycles(w, finalizerwatch.KindFinalizer), ledgertest.Cycles(w, finalizerwatch.KindCleanup)
 	await(t, "the registrations to age", func() bool {
-		return w.Cycles(finalizerwatch.KindFinalizer) >= fin0+5 && w.Cycles(finalizerwatch.KindCleanup) >= clean0+5
+		return ledgertest.Cycles(w, finalizerwatch.KindFinalizer) >= fin0+5 && ledgertest.Cycles(w, finalizerwatch.KindCleanup) >= clean0+5
 	})
 	runtime.KeepAlive(old)
 	runtime.KeepAlive(oldCleanups)
@@ -153,7 +154,7 @@ func TestVerifyNonePassesCleanCode(t *testing.T) {
 	if len(ft.errors) != 0 {
 		t.Fatalf("VerifyNone failed a clean test:\n%s", strings.Join(ft.errors, "\n"))
 	}
-	for _, s := range w.Sites() {
+	for _, s := range ledgertest.Sites(w) {
 		if s.Outstanding != 0 {
 			t.Errorf("%v still has %d outstanding after VerifyNone passed", s.Site, s.Outstanding)
 		}
@@ -300,7 +301,7 @@ func TestDeadlineWithBlockedFinalizer(t *testing.T) {
 	err := Find(WithWatcher(w), WithDeadline(300*time.Millisecond))
 	took := time.Since(start)
 	close(release) // let the finalizer goroutine go on, for the other tests
-	await(t, "the blocked finalizer to finish", func() bool { return w.Totals(finalizerwatch.KindFinalizer).Outstanding == 0 })
+	await(t, "the blocked finalizer to finish", func() bool { return ledgertest.Totals(w, finalizerwatch.KindFinalizer).Outstanding == 0 })
 
 	if err == nil {
 		t.Fatal("Find passed with a blocked finalizer")

@@ -181,7 +181,7 @@ type baseline struct {
 	outstanding map[siteKey]uint64
 }
 
-// siteKey identifies a site the way Watcher.Sites merges them.
+// siteKey identifies a site the way the ledger's Snapshot merges them.
 type siteKey struct {
 	kind     finalizerwatch.Kind
 	function string

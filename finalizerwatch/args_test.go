@@ -50,7 +50,7 @@ func TestSetFinalizerBadArguments(t *testing.T) {
 		})
 	}
 	// A refused registration leaves the ledger as it was.
-	tot := w.Totals(KindFinalizer)
+	tot := w.totals(KindFinalizer)
 	if tot.Registered != 0 || tot.Outstanding != 0 {
 		t.Fatalf("after refused registrations: %+v", tot)
 	}
@@ -78,7 +78,7 @@ func TestSetFinalizerTypeCache(t *testing.T) {
 			t.Fatalf("round %d: panic %q, want %q", round, got, want)
 		}
 	}
-	if tot := w.Totals(KindFinalizer); tot.Registered != 3 || tot.Cleared != 3 {
+	if tot := w.totals(KindFinalizer); tot.Registered != 3 || tot.Cleared != 3 {
 		t.Fatalf("totals %+v, want 3 registered and cleared", tot)
 	}
 }
@@ -105,7 +105,7 @@ func TestAddCleanupBadArguments(t *testing.T) {
 			}
 		})
 	}
-	if tot := w.Totals(KindCleanup); tot.Registered != 0 || tot.Outstanding != 0 {
+	if tot := w.totals(KindCleanup); tot.Registered != 0 || tot.Outstanding != 0 {
 		t.Fatalf("refused registrations were counted: %+v", tot)
 	}
 }
@@ -138,10 +138,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	o := &thing{}
 	w.SetFinalizer(o, func(*thing) {})
 	w.SetFinalizer(o, nil)
-	if tot := w.Totals(KindFinalizer); tot.Registered != 1 || tot.Cleared != 1 {
+	if tot := w.totals(KindFinalizer); tot.Registered != 1 || tot.Cleared != 1 {
 		t.Fatalf("at the largest table sizes: %+v", tot)
 	}
-	if got := panicMessage(func() { newWatcher(t).Top(-1) }); got != "finalizerwatch.Top: negative n" {
+	if got := panicMessage(func() { newWatcher(t).top(-1) }); got != "finalizerwatch.Top: negative n" {
 		t.Fatalf("Top(-1) panicked with %q", got)
 	}
 }
@@ -154,7 +154,7 @@ func TestZeroSizeObjectsAreNotCounted(t *testing.T) {
 	w.SetFinalizer(&empty{}, func(*empty) {})
 	AddCleanupTo(w, &empty{}, func(int) {}, 1)
 	for _, k := range Kinds {
-		if tot := w.Totals(k); tot.Registered != 0 {
+		if tot := w.totals(k); tot.Registered != 0 {
 			t.Errorf("%v: %+v", k, tot)
 		}
 	}
@@ -168,7 +168,7 @@ func TestCleanupOnGlobalIsNotCounted(t *testing.T) {
 	w := newWatcher(t)
 	c := AddCleanupTo(w, &global, func(int) {}, 1)
 	c.Stop()
-	if tot := w.Totals(KindCleanup); tot.Registered != 0 || tot.Outstanding != 0 {
+	if tot := w.totals(KindCleanup); tot.Registered != 0 || tot.Outstanding != 0 {
 		t.Fatalf("cleanup on a global counted: %+v", tot)
 	}
 }
@@ -190,9 +190,9 @@ func TestCompareRank(t *testing.T) {
 	}
 	for i := range ordered {
 		for j := range ordered {
-			got := CompareRank(&ordered[i], &ordered[j])
+			got := compareRank(&ordered[i], &ordered[j])
 			if want := cmp.Compare(i, j); (got < 0) != (want < 0) || (got == 0) != (want == 0) {
-				t.Errorf("CompareRank(%d, %d) = %d, want the sign of %d", i, j, got, want)
+				t.Errorf("compareRank(%d, %d) = %d, want the sign of %d", i, j, got, want)
 			}
 		}
 	}

@@ -65,7 +65,7 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 	check := func(drained bool) bool {
 		ok := true
 		for m, line := range lines {
-			s, found := siteByLine(w.Sites(), line)
+			s, found := siteByLine(w.siteList(), line)
 			if !found {
 				t.Fatalf("no site for %s", m)
 			}
@@ -147,12 +147,12 @@ func TestMillionDistinctStacksBounded(t *testing.T) {
 	if n := w.sites.Len(); n > maxSites {
 		t.Fatalf("site table holds %d, bound %d", n, maxSites)
 	}
-	ov := w.Overflow()
+	ov := w.overflowNow()
 	if ov.Stacks == 0 {
 		t.Fatalf("no stack overflow counted: %+v", ov)
 	}
 	line := testkit.MarkerLine(t, "concurrency_test.go", "distinct-stacks")
-	s, ok := siteByLine(w.Sites(), line)
+	s, ok := siteByLine(w.siteList(), line)
 	if !ok || s.Registered != 1<<depth || ov.Sites != 0 {
 		t.Fatalf("site registered %d (overflow %d), want %d", s.Registered, ov.Sites, 1<<depth)
 	}

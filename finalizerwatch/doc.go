@@ -9,7 +9,9 @@
 //	finalizerwatch.SetFinalizer(f, (*File).close)       // was runtime.SetFinalizer
 //	c := finalizerwatch.AddCleanup(b, release, b.handle) // was runtime.AddCleanup
 //	...
-//	for _, s := range finalizerwatch.Default.Top(5) {
+//	var sn finalizerwatch.Snapshot
+//	finalizerwatch.Default.Read(&sn, finalizerwatch.ReadOptions{TopK: 5, Stacks: true})
+//	for _, s := range sn.Top {
 //		fmt.Println(s.Site, s.Class, s.Growth, s.Outstanding, s.Suspect)
 //	}
 //
@@ -57,15 +59,15 @@
 // Suspects alone do not make a leak: caches and pools are long-lived too,
 // and usually the biggest sites. What a leak does that they do not is
 // grow. An entry is observed once in each GC cycle in which it registers
-// or is read (Top, Sites, SiteCounts, Stacks, Totals): its suspect count is
+// or is ranked (see Read): its suspect count is
 // compared with the highest it has had and with the previous
 // observation's. A site is ClassGrowing when its suspects reached a new
 // high in at least GrowthHighs (2) of its last GrowthWindow (4)
 // observations, or rose, by at least one, in each of its last GrowthRun
 // (8) observations, however far below an earlier high; ClassStable when it
 // has suspects but is not growing (a cache, a pool, a burst that stopped);
-// and ClassChurn when it has none. Top, and every exporter through
-// CompareRank, ranks growing sites first by Growth (the suspects gained
+// and ClassChurn when it has none. The ranking (Snapshot.Top, and every
+// exporter through it) puts growing sites first by Growth (the suspects gained
 // over the window: in new highs, or in every rise while the run lasts),
 // then stable sites by suspects, then churn.
 //
@@ -81,22 +83,26 @@
 // stable, however its count wavers below that high, unless it rises
 // GrowthRun times in a row (a site that no longer registers is observed
 // only when read: with a read every 30 s, that is a minute).
-// MoreCyclesNeeded says how many cycles are missing before the classes can
-// be trusted (SuspectCycles+GrowthWindow in all).
+// Snapshot.MoreCyclesNeeded says how many cycles are missing before the
+// classes can be trusted (SuspectCycles+GrowthWindow in all).
 //
 // A registration costs one atomic add to its entry's counter of the
 // current cycle, a clear or a run one more to the entry's ends of that
 // cycle; the first registration of an entry in each cycle takes the entry's
-// lock (to fold its ring of 16 cycles) and also sums its suspects (a few tens of nanoseconds,
-// once per entry and cycle). The model's state is
-// 32 bytes per ledger entry; a read updates it at most once per entry and
+// lock (to fold its ring of 16 cycles) and also sums its suspects (a few
+// tens of nanoseconds, once per entry and cycle). The model's state is 32
+// bytes per ledger entry; a read updates it at most once per entry and
 // cycle, under the lock the read already takes. Execution is unchanged.
 //
 // # Reading the ledger
 //
-// Exporters read through one API: Read fills a Snapshot with, per kind,
-// the top K sites by the growth model, every other site summed under
-// Other, the totals and the overflow counters. The ranking is made once
+// Everything that reads the ledger reads it through one call: Read fills
+// a Snapshot with the top K sites of either kind by the growth model (one
+// meaning of K for every consumer), per kind every other site summed under
+// Other and the totals, the overflow counters, the callbacks running now,
+// the GC cycles counted and how many more the model needs, and on request
+// every entry (for a profile of every stack) or the sampled stacks. The
+// Snapshot's doc lists which consumer reads what. The ranking is made once
 // per GC cycle in two passes over every entry, O(ledger): by
 // RankEachCycle when the cycle ends, on a goroutine of the caller's (the
 // probe runs one), or by Rank; failing those, by the first Read of the
@@ -106,8 +112,7 @@
 // others as of the ranking) and the overflow counters; as of the ranking,
 // the order, the top sites' ages, suspects, class and growth, and
 // everything under Other. ReadOptions.Fresh ranks anew for exact counts
-// everywhere. Top and Totals are thin wrappers over a fresh Read; Sites,
-// SiteCounts and Stacks dump every entry.
+// everywhere; with TopK -1 it lists every site (what a test reads).
 //
 // # Differences from the runtime
 //

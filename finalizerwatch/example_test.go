@@ -37,12 +37,17 @@ func Example() {
 	}
 
 	// Let a few GC cycles pass (a real program just keeps running).
-	for start := w.Cycles(finalizerwatch.KindFinalizer); w.Cycles(finalizerwatch.KindFinalizer) < start+5; {
+	var sn finalizerwatch.Snapshot
+	w.Read(&sn, finalizerwatch.ReadOptions{})
+	for start := sn.Cycles[finalizerwatch.KindFinalizer]; sn.Cycles[finalizerwatch.KindFinalizer] < start+5; {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
+		w.Read(&sn, finalizerwatch.ReadOptions{})
 	}
 
-	for _, s := range w.Top(1) {
+	// The site most likely to leak, with its stack.
+	w.Read(&sn, finalizerwatch.ReadOptions{TopK: 1, Stacks: true})
+	for _, s := range sn.Top {
 		fmt.Printf("%s %s: registered %d, outstanding %d, suspect %d\n",
 			s.Kind, filepath.Base(s.Site.File), s.Registered, s.Outstanding, s.Suspect)
 	}

@@ -45,7 +45,7 @@ const (
 // Class is what the growth model makes of a site.
 type Class uint8
 
-// The classes, in increasing order of concern: CompareRank ranks a higher
+// The classes, in increasing order of concern: the ranking puts a higher
 // class first.
 const (
 	// ClassChurn: nothing outstanding at the site has survived
@@ -177,16 +177,16 @@ func (g *growth) classify(suspect uint64) (Class, uint64) {
 	return ClassStable, grown
 }
 
-// MoreCyclesNeeded returns how many more GC cycles must pass before the
+// moreCyclesNeeded returns how many more GC cycles must pass before the
 // growth model can tell a leak from a cache at every site: a registration
 // becomes a suspect after SuspectCycles cycles, and a site needs
 // GrowthWindow observations of its suspects after that. It counts from the
 // watcher's first registration, by the slower of its two GC clocks, and
 // is 0 once enough cycles have passed. A site first seen later needs as
 // many cycles of its own.
-func (w *Watcher) MoreCyclesNeeded() int {
+func (w *Watcher) moreCyclesNeeded() int {
 	need := uint64(w.cfg.suspectCycles + GrowthWindow)
-	c := min(w.Cycles(KindFinalizer), w.Cycles(KindCleanup))
+	c := min(w.cycleCount(KindFinalizer), w.cycleCount(KindCleanup))
 	if c >= need {
 		return 0
 	}

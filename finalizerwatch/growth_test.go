@@ -87,17 +87,17 @@ func (h *gcHarness) cycle(want uint64) []SiteStats {
 	h.t.Helper()
 	runtime.GC()
 	deadline := time.Now().Add(60 * time.Second)
-	for h.w.Cycles(KindFinalizer) < want || h.w.Cycles(KindCleanup) < want || h.ran.Load() < h.dropped {
+	for h.w.cycleCount(KindFinalizer) < want || h.w.cycleCount(KindCleanup) < want || h.ran.Load() < h.dropped {
 		if time.Now().After(deadline) {
 			h.t.Fatalf("after 60s: clocks %d/%d, want %d; %d of %d finalizers run",
-				h.w.Cycles(KindFinalizer), h.w.Cycles(KindCleanup), want, h.ran.Load(), h.dropped)
+				h.w.cycleCount(KindFinalizer), h.w.cycleCount(KindCleanup), want, h.ran.Load(), h.dropped)
 		}
 		time.Sleep(50 * time.Microsecond) // polling: neither has a channel to wait on
 	}
-	if c := h.w.Cycles(KindFinalizer); c != want {
+	if c := h.w.cycleCount(KindFinalizer); c != want {
 		h.t.Fatalf("clock at %d, want %d: a GC cycle the test did not force", c, want)
 	}
-	return h.w.Top(0)
+	return h.w.top(0)
 }
 
 // ranked is one expected place: a site by name and its class.
@@ -304,16 +304,16 @@ func TestGrowthWithSparseReads(t *testing.T) {
 		h.keep("leak", 1)
 		runtime.GC()
 		deadline := time.Now().Add(60 * time.Second)
-		for h.w.Cycles(KindFinalizer) < uint64(k) || h.w.Cycles(KindCleanup) < uint64(k) {
+		for h.w.cycleCount(KindFinalizer) < uint64(k) || h.w.cycleCount(KindCleanup) < uint64(k) {
 			if time.Now().After(deadline) {
-				t.Fatalf("clock stuck at %d", h.w.Cycles(KindFinalizer))
+				t.Fatalf("clock stuck at %d", h.w.cycleCount(KindFinalizer))
 			}
 			time.Sleep(50 * time.Microsecond)
 		}
 		if k%3 != 0 {
 			continue
 		}
-		sites := h.w.Sites()
+		sites := h.w.siteList()
 		l, _ := siteByLine(sites, leak)
 		p, _ := siteByLine(sites, pool)
 		// Reads at cycles 3, 6, 9...: the leak has suspects from the
@@ -354,16 +354,16 @@ func TestGrowthObservedByRegistrations(t *testing.T) {
 				h.keep("leak", 1)
 				runtime.GC()
 				deadline := time.Now().Add(60 * time.Second)
-				for h.w.Cycles(KindFinalizer) < k || h.w.Cycles(KindCleanup) < k {
+				for h.w.cycleCount(KindFinalizer) < k || h.w.cycleCount(KindCleanup) < k {
 					if time.Now().After(deadline) {
-						t.Fatalf("clock stuck at %d", h.w.Cycles(KindFinalizer))
+						t.Fatalf("clock stuck at %d", h.w.cycleCount(KindFinalizer))
 					}
 					time.Sleep(50 * time.Microsecond)
 				}
 				if k < 6 {
 					continue // no read
 				}
-				sites := h.w.Sites()
+				sites := h.w.siteList()
 				l, _ := siteByLine(sites, leak)
 				p, _ := siteByLine(sites, pool)
 				if want := tt.want[k-6]; l.Class != want {
@@ -381,7 +381,7 @@ func TestMoreCyclesNeeded(t *testing.T) {
 	h := newGCHarness(t)
 	need := DefaultSuspectCycles + GrowthWindow
 	for k := range need + 2 {
-		if got, want := h.w.MoreCyclesNeeded(), max(need-k, 0); got != want {
+		if got, want := h.w.moreCyclesNeeded(), max(need-k, 0); got != want {
 			t.Fatalf("after %d cycles: MoreCyclesNeeded() = %d, want %d", k, got, want)
 		}
 		h.cycle(uint64(k + 1))

@@ -62,12 +62,12 @@ func TestTopNamesPlantedLeaks(t *testing.T) {
 
 	awaitCycles(t, w, 5)
 	await(t, "healthy sites to drain", func() bool {
-		a, _ := siteByLine(w.Sites(), churnLine)
-		b, _ := siteByLine(w.Sites(), cleanLine)
+		a, _ := siteByLine(w.siteList(), churnLine)
+		b, _ := siteByLine(w.siteList(), cleanLine)
 		return a.Outstanding == 0 && b.Outstanding == 0
 	})
 
-	top := w.Top(3)
+	top := w.top(3)
 	if len(top) != 3 {
 		t.Fatalf("Top(3) returned %d sites", len(top))
 	}
@@ -90,7 +90,7 @@ func TestTopNamesPlantedLeaks(t *testing.T) {
 		t.Errorf("sites name %q and %q", top[0].Site.Function, top[1].Site.Function)
 	}
 	for _, line := range []int{churnLine, cleanLine} {
-		s, ok := siteByLine(w.Sites(), line)
+		s, ok := siteByLine(w.siteList(), line)
 		if !ok {
 			t.Fatalf("no site for line %d", line)
 		}
@@ -115,9 +115,9 @@ func TestSuspectsAgeWithCycles(t *testing.T) {
 	for {
 		clear(leakedThings)
 		w = newWatcher(t, WithSuspectCycles(2))
-		born = w.Cycles(KindFinalizer)
+		born = w.cycleCount(KindFinalizer)
 		plantMapLeak(w, 3)
-		if w.Cycles(KindFinalizer) == born {
+		if w.cycleCount(KindFinalizer) == born {
 			break
 		}
 	}
@@ -127,9 +127,9 @@ func TestSuspectsAgeWithCycles(t *testing.T) {
 	ageAtLeast := func(min uint64) uint64 {
 		t.Helper()
 		for {
-			now := w.Cycles(KindFinalizer)
-			s, _ := siteByLine(w.Sites(), line)
-			if w.Cycles(KindFinalizer) != now {
+			now := w.cycleCount(KindFinalizer)
+			s, _ := siteByLine(w.siteList(), line)
+			if w.cycleCount(KindFinalizer) != now {
 				continue // a cycle ended while reading
 			}
 			age := now - born
@@ -153,7 +153,7 @@ func TestSuspectsAgeWithCycles(t *testing.T) {
 	}
 	// Past the ring's window the ages pool in the last bucket.
 	awaitCycles(t, w, AgeBuckets)
-	s, _ := siteByLine(w.Sites(), line)
+	s, _ := siteByLine(w.siteList(), line)
 	if s.Survived[AgeBuckets-1] != 3 || s.Suspect != 3 || s.Outstanding != 3 {
 		t.Fatalf("after %d cycles: survived %v suspect %d", AgeBuckets+2, s.Survived, s.Suspect)
 	}
@@ -192,14 +192,14 @@ func TestClearingLeavesNothingOutstanding(t *testing.T) {
 	finLine := testkit.MarkerLine(t, "leak_test.go", "cleared")
 	cleanLine := testkit.MarkerLine(t, "leak_test.go", "stopped")
 	await(t, "the one cleanup left to run", func() bool {
-		s, _ := siteByLine(w.Sites(), cleanLine)
+		s, _ := siteByLine(w.siteList(), cleanLine)
 		return s.Executed == 1
 	})
-	fin, _ := siteByLine(w.Sites(), finLine)
+	fin, _ := siteByLine(w.siteList(), finLine)
 	if fin.Registered != 5 || fin.Cleared != 5 || fin.Outstanding != 0 || fin.Executed != 0 {
 		t.Errorf("finalizers: %+v", fin)
 	}
-	cl, _ := siteByLine(w.Sites(), cleanLine)
+	cl, _ := siteByLine(w.siteList(), cleanLine)
 	if cl.Registered != 4 || cl.Cleared != 3 || cl.Executed != 1 || cl.Outstanding != 0 || cl.Kind != KindCleanup {
 		t.Errorf("cleanups: registered %d cleared %d executed %d outstanding %d", cl.Registered, cl.Cleared, cl.Executed, cl.Outstanding)
 	}
@@ -299,7 +299,7 @@ func TestFullSiteTableCountsUnderOverflow(t *testing.T) {
 		w.SetFinalizer(o, func(*thing) {}) // a second line: no room
 		keep = append(keep, o)
 	}
-	if ov := w.Overflow(); ov.Sites != 3 {
+	if ov := w.overflowNow(); ov.Sites != 3 {
 		t.Fatalf("overflow counted %d registrations, want 3", ov.Sites)
 	}
 	if got := w.stacks.Len(); got != stacks {
@@ -308,7 +308,7 @@ func TestFullSiteTableCountsUnderOverflow(t *testing.T) {
 	for _, o := range keep {
 		w.SetFinalizer(o, nil)
 	}
-	if tot := w.Totals(KindFinalizer); tot.Registered != 4 || tot.Cleared != 4 || tot.Outstanding != 0 {
+	if tot := w.totals(KindFinalizer); tot.Registered != 4 || tot.Cleared != 4 || tot.Outstanding != 0 {
 		t.Fatalf("totals %+v, want 4 registered and cleared", tot)
 	}
 }

@@ -30,11 +30,11 @@ func newWatcher(t testing.TB, opts ...Option) *Watcher {
 // awaitCycles forces GC until both of w's clocks have advanced n cycles.
 func awaitCycles(t testing.TB, w *Watcher, n uint64) {
 	t.Helper()
-	want := [2]uint64{w.Cycles(KindFinalizer) + n, w.Cycles(KindCleanup) + n}
+	want := [2]uint64{w.cycleCount(KindFinalizer) + n, w.cycleCount(KindCleanup) + n}
 	deadline := time.Now().Add(20 * time.Second)
-	for w.Cycles(KindFinalizer) < want[0] || w.Cycles(KindCleanup) < want[1] {
+	for w.cycleCount(KindFinalizer) < want[0] || w.cycleCount(KindCleanup) < want[1] {
 		if time.Now().After(deadline) {
-			t.Fatalf("GC clocks at %d/%d after 20s, want %d/%d", w.Cycles(KindFinalizer), w.Cycles(KindCleanup), want[0], want[1])
+			t.Fatalf("GC clocks at %d/%d after 20s, want %d/%d", w.cycleCount(KindFinalizer), w.cycleCount(KindCleanup), want[0], want[1])
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond) // let the finalizer and cleanup goroutines run

@@ -300,7 +300,7 @@ func TestRandomizedAgainstTheRuntime(t *testing.T) {
 		t.Errorf("the runtime ran the watcher's finalizer %d times with no entry behind it", n)
 	}
 
-	fin, cl := w.Totals(KindFinalizer), w.Totals(KindCleanup)
+	fin, cl := w.totals(KindFinalizer), w.totals(KindCleanup)
 	t.Logf("finalizers %+v", fin)
 	t.Logf("cleanups   %+v", cl)
 	t.Logf("model      %+v; the runtime's own ran %d finalizers, %d cleanups", want, run.rawRan.Load(), run.rawCleanupRan.Load())
@@ -329,11 +329,11 @@ func TestRandomizedAgainstTheRuntime(t *testing.T) {
 	// was stopped, and no more finalizers are outstanding under stacks
 	// than at their sites (the estimates are scaled alike).
 	var smpFin, smpCl StackSample
-	for _, s := range w.StackSamples(KindFinalizer) {
+	for _, s := range w.stackSamples(KindFinalizer) {
 		smpFin.Registered += s.Registered
 		smpFin.Outstanding += s.Outstanding
 	}
-	for _, s := range w.StackSamples(KindCleanup) {
+	for _, s := range w.stackSamples(KindCleanup) {
 		smpCl.Registered += s.Registered
 		smpCl.Executed += s.Executed
 		smpCl.Cleared += s.Cleared

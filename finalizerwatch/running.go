@@ -163,14 +163,6 @@ type RunningCallback struct {
 	For time.Duration
 }
 
-// Running returns the watched finalizers and cleanups running now, one per
-// site (where several cleanups of a site run at once, the one that started
-// first), the longest running first. Its cost does not depend on the size
-// of the ledger: it reads a few slots per kind. Where more cleanups run at
-// once than it has slots for (16; the runtime runs at most GOMAXPROCS/4),
-// the later ones are not listed.
-func (w *Watcher) Running() []RunningCallback { return w.appendRunning(nil) }
-
 // appendRunning appends the callbacks running now to out (see Running).
 func (w *Watcher) appendRunning(out []RunningCallback) []RunningCallback {
 	now := monoNow()

@@ -49,7 +49,7 @@ func TestRunningNamesABlockingFinalizer(t *testing.T) {
 	// It runs, and keeps running: For grows.
 	var first time.Duration
 	for {
-		r := w.Running()
+		r := w.runningNow()
 		if len(r) != 1 || r[0].Site.Line != line || r[0].Kind != KindFinalizer {
 			t.Fatalf("Running = %+v, want the finalizer on line %d", r, line)
 		}
@@ -66,7 +66,7 @@ func TestRunningNamesABlockingFinalizer(t *testing.T) {
 	close(release)
 	released = true
 	await(t, "the blocked finalizer and those behind it to finish", func() bool {
-		return len(w.Running()) == 0 && w.Totals(KindFinalizer).Executed == 1001
+		return len(w.runningNow()) == 0 && w.totals(KindFinalizer).Executed == 1001
 	})
 }
 
@@ -78,7 +78,7 @@ func TestRunningNamesABlockingCleanup(t *testing.T) {
 	AddCleanupTo(w, &thing{}, func(int) { <-release }, 0) // marker: blocking-cleanup
 	line := testkit.MarkerLine(t, "running_test.go", "blocking-cleanup")
 	await(t, "the cleanup to run", func() bool {
-		r := w.Running()
+		r := w.runningNow()
 		return len(r) == 1 && r[0].Site.Line == line && r[0].Kind == KindCleanup
 	})
 }
@@ -111,7 +111,7 @@ func TestRunningSlots(t *testing.T) {
 	if s := w.begin(KindFinalizer, f, now); s != nil {
 		t.Fatal("a second concurrent finalizer was given a slot")
 	}
-	r := w.Running()
+	r := w.runningNow()
 	if len(r) != 3 {
 		t.Fatalf("Running = %+v, want 3 entries", r)
 	}
@@ -130,7 +130,7 @@ func TestRunningSlots(t *testing.T) {
 		end(s)
 	}
 	end(fs)
-	if r := w.Running(); len(r) != 0 {
+	if r := w.runningNow(); len(r) != 0 {
 		t.Fatalf("Running after every callback ended = %+v", r)
 	}
 }

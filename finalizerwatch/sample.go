@@ -130,15 +130,6 @@ func (w *Watcher) SetStackSampleRate(rate int) {
 	w.sampleThreshold.Store(sampleThreshold(int64(rate)))
 }
 
-// StackSamples returns the sampled stacks of kind k, in no particular
-// order, with counts scaled by the sample rate. It is empty if sampling is
-// off (and was never on) or with WithFullStacks, where every stack is kept
-// exactly (see Stacks).
-func (w *Watcher) StackSamples(k Kind) []StackSample {
-	w.init()
-	return w.appendStackSamples(nil, k)
-}
-
 // appendStackSamples appends the sampled stacks of kind k to out (see
 // StackSamples).
 func (w *Watcher) appendStackSamples(out []StackSample, k Kind) []StackSample {

@@ -32,7 +32,7 @@ func cleanupVia(w *Watcher, o *thing) Cleanup {
 func samplesByCaller(t *testing.T, w *Watcher, k Kind) map[int]StackSample {
 	t.Helper()
 	out := map[int]StackSample{}
-	for _, s := range w.StackSamples(k) {
+	for _, s := range w.stackSamples(k) {
 		if len(s.Stack) < 2 {
 			t.Fatalf("sampled stack too short: %+v", s.Stack)
 		}
@@ -74,7 +74,7 @@ func TestStackSamplesEveryRegistration(t *testing.T) {
 				line, s.Site.Line, s.Rate, s.Registered, s.Cleared, s.Outstanding, s.Executed, site, want)
 		}
 	}
-	st, ok := siteByLine(w.Sites(), site)
+	st, ok := siteByLine(w.siteList(), site)
 	if !ok || st.Registered != 30 || st.Cleared != 6 || st.Outstanding != 24 {
 		t.Fatalf("site: %+v (found %v), want 30 registered, 6 cleared, 24 outstanding", st, ok)
 	}
@@ -83,12 +83,12 @@ func TestStackSamplesEveryRegistration(t *testing.T) {
 	keep = nil
 	await(t, "sampled finalizers to run", func() bool {
 		var ex uint64
-		for _, s := range w.StackSamples(KindFinalizer) {
+		for _, s := range w.stackSamples(KindFinalizer) {
 			ex += s.Executed
 		}
 		return ex == 24
 	})
-	for _, s := range w.StackSamples(KindFinalizer) {
+	for _, s := range w.stackSamples(KindFinalizer) {
 		if s.Outstanding != 0 {
 			t.Errorf("stack through line %d: %d outstanding after every finalizer ran", s.Stack[1].Line, s.Outstanding)
 		}
@@ -130,7 +130,7 @@ func TestStackSamplesRate(t *testing.T) {
 		w.SetFinalizer(o, nil)
 	}
 	var sampled, est uint64
-	for _, s := range w.StackSamples(KindFinalizer) {
+	for _, s := range w.stackSamples(KindFinalizer) {
 		sampled += s.Sampled
 		est += s.Registered
 	}
@@ -153,7 +153,7 @@ func TestStackSamplesOff(t *testing.T) {
 		o := &thing{}
 		pathA(w, o)
 		w.SetFinalizer(o, nil)
-		if ss := w.StackSamples(KindFinalizer); len(ss) != 0 {
+		if ss := w.stackSamples(KindFinalizer); len(ss) != 0 {
 			t.Fatalf("rate %d, full stacks %v: sampled %+v", w.StackSampleRate(), w.FullStacks(), ss)
 		}
 	}
@@ -194,7 +194,7 @@ func TestSetStackSampleRate(t *testing.T) {
 	w := newWatcher(t, WithStackSampleRate(0))
 	o := &thing{}
 	sampled := func() (n uint64) {
-		for _, s := range w.StackSamples(KindFinalizer) {
+		for _, s := range w.stackSamples(KindFinalizer) {
 			n += s.Sampled
 		}
 		return n

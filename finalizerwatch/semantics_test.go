@@ -523,7 +523,7 @@ func TestSemanticsSideBySide(t *testing.T) {
 func checkLedger(t *testing.T, w *Watcher, o *outcome) {
 	t.Helper()
 	var executed uint64
-	for _, s := range w.Stacks() {
+	for _, s := range w.entryList() {
 		if s.Registered != s.Executed+s.Cleared+s.Outstanding {
 			t.Errorf("%v %s: registered %d != executed %d + cleared %d + outstanding %d", s.Kind, s.Site, s.Registered, s.Executed, s.Cleared, s.Outstanding)
 		}

@@ -54,9 +54,9 @@ func TestSetClearHelperProcess(t *testing.T) {
 	rounds, cleared := 0, 0
 	for ; rounds < 20000 && time.Now().Before(deadline); rounds++ {
 		o := &big{}
-		before := w.Totals(KindFinalizer).Cleared
+		before := w.totals(KindFinalizer).Cleared
 		raceSetClear(w, o, fin)
-		if w.Totals(KindFinalizer).Cleared > before {
+		if w.totals(KindFinalizer).Cleared > before {
 			// The ledger says the clear came last: o has no finalizer,
 			// and setting one is what the runtime allows.
 			cleared++
@@ -102,7 +102,7 @@ func TestSetRacingClearOnOneObject(t *testing.T) {
 		raceSetClear(w, &big{}, fin)
 	}
 	drain(t)
-	tot := w.Totals(KindFinalizer)
+	tot := w.totals(KindFinalizer)
 	t.Logf("%d rounds: %+v; user finalizers ran %d", rounds, tot, ran.Load())
 	if n := orphanRuns.Load() - orphans; n != 0 {
 		t.Errorf("the runtime ran the watcher's finalizer %d times with no entry behind it (the ledger said cleared)", n)

@@ -75,8 +75,8 @@ type ReadOptions struct {
 // are the snapshot's.
 type Snapshot struct {
 	// Top are the best-ranked sites of both kinds (at most
-	// ReadOptions.TopK), best first, in the order of CompareRank as of the
-	// ranking. Their Registered, Executed, Cleared, ClearedOutside,
+	// ReadOptions.TopK), best first, in the order of the ranking (see
+	// "What counts as a leak" in the package documentation). Their Registered, Executed, Cleared, ClearedOutside,
 	// Dropped, Outstanding and Duration are read live over the site's
 	// first few ledger entries (all of them, unless full stacks give the
 	// site many) plus, for the others, as of the ranking; Survived,
@@ -284,7 +284,7 @@ func (w *Watcher) Rank() {
 // current number of ledger entries and for at least opts.TopK sites (or
 // when opts.Fresh asks); otherwise it reads O(K) entries. See Rank.
 //
-// Only the ranking observes sites for the growth model (see Top): a Read
+// Only the ranking observes sites for the growth model: a Read
 // that does not rank observes nothing.
 func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	w.init()
@@ -344,7 +344,7 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	}
 	dst.Overflow = w.overflowNow()
 	dst.Running = w.appendRunning(dst.Running[:0])
-	dst.MoreCyclesNeeded = w.MoreCyclesNeeded()
+	dst.MoreCyclesNeeded = w.moreCyclesNeeded()
 	dst.Entries = dst.Entries[:0]
 	if opts.Entries {
 		dst.Entries = w.appendEntries(dst.Entries)

@@ -37,7 +37,7 @@ func TestReadRanksOncePerCycle(t *testing.T) {
 	reg(o)
 	kept = append(kept, o)
 	w.Read(&sn, ReadOptions{TopK: 1})
-	if w.rank.pass != pass && w.Cycles(KindFinalizer) == uint64(w.rank.cycles[KindFinalizer]) {
+	if w.rank.pass != pass && w.cycleCount(KindFinalizer) == uint64(w.rank.cycles[KindFinalizer]) {
 		t.Errorf("Read ranked again in the same cycle with the same entries")
 	}
 	if got := sn.Kinds[KindFinalizer].Top[0].Registered; got != 4 {
@@ -110,11 +110,11 @@ func TestReadBoundsLiveEntries(t *testing.T) {
 			if n := w.sites.Len(); n < paths {
 				t.Fatalf("%d ledger entries, want at least %d (one per stack)", n, paths)
 			}
-			pass, cycles = w.rank.pass, w.Cycles(KindFinalizer)
+			pass, cycles = w.rank.pass, w.cycleCount(KindFinalizer)
 			continue
 		}
 		if w.rank.pass != pass {
-			if w.Cycles(KindFinalizer) == cycles {
+			if w.cycleCount(KindFinalizer) == cycles {
 				t.Fatalf("Read ranked again in the same cycle with the same entries")
 			}
 			t.Skip("a GC cycle ended during the test: the Read ranked")

@@ -45,7 +45,7 @@ func TestStopOfAQueuedCleanupNeverUncounts(t *testing.T) {
 	var last uint64
 	check := func(when string) Totals {
 		t.Helper()
-		tot := w.Totals(KindCleanup)
+		tot := w.totals(KindCleanup)
 		if tot.Cleared < last {
 			t.Fatalf("%s: cleared went down from %d to %d", when, last, tot.Cleared)
 		}
@@ -79,9 +79,9 @@ func TestStopSettlesAsCleared(t *testing.T) {
 	for range n {
 		AddCleanupTo(w, o, func(int) { ran.Add(1) }, 0).Stop()
 	}
-	await(t, "the Stops settled", func() bool { return w.Totals(KindCleanup).Cleared == n })
+	await(t, "the Stops settled", func() bool { return w.totals(KindCleanup).Cleared == n })
 	runtime.KeepAlive(o)
-	if tot := w.Totals(KindCleanup); tot.Outstanding != 0 || tot.Executed != 0 || stops.len() != 0 {
+	if tot := w.totals(KindCleanup); tot.Outstanding != 0 || tot.Executed != 0 || stops.len() != 0 {
 		t.Fatalf("%+v with %d Stops waiting; want %d cleared, nothing else", tot, stops.len(), n)
 	}
 	o = nil

@@ -118,10 +118,10 @@ func (w *Watcher) Close() {
 	}
 }
 
-// Cycles returns how many GC cycles the goroutine that runs kind k has
+// cycleCount returns how many GC cycles the goroutine that runs kind k has
 // caught up with since the watcher's first registration: the clock that
 // SiteStats.Survived is measured in.
-func (w *Watcher) Cycles(k Kind) uint64 {
+func (w *Watcher) cycleCount(k Kind) uint64 {
 	if k >= numKinds {
 		return 0
 	}

@@ -102,7 +102,7 @@
 //	                                   (finalizerwatch.AgeBuckets-1 means at least that many)
 //	gcprobe.class                      "growing" (a leak, or a cache still filling), "stable"
 //	                                   (long-lived but flat: a cache or pool) or "churn"; see
-//	                                   finalizerwatch.Watcher.Top
+//	                                   finalizerwatch.Snapshot.Top
 //	gcprobe.growth                     suspects gained over the growth model's window, what
 //	                                   growing sites rank by
 //

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/stackcapture"
 
 	"github.com/gcprobe/probe/internal/testkit"
@@ -47,7 +48,7 @@ func churn(w *finalizerwatch.Watcher, n int) {
 }
 
 func siteOn(w *finalizerwatch.Watcher, line int) finalizerwatch.SiteStats {
-	for _, s := range w.Sites() {
+	for _, s := range ledgertest.Sites(w) {
 		if s.Site.Line == line && strings.HasSuffix(s.Site.File, "leakreport_test.go") {
 			return s
 		}
@@ -77,11 +78,11 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 	var cycles [2]uint64
 	var more int
 	for {
-		cycles = [2]uint64{w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)}
-		more = w.MoreCyclesNeeded()
-		top = w.Top(DefaultTopK)
+		cycles = [2]uint64{ledgertest.Cycles(w, finalizerwatch.KindFinalizer), ledgertest.Cycles(w, finalizerwatch.KindCleanup)}
+		more = ledgertest.MoreCyclesNeeded(w)
+		top = ledgertest.Top(w, DefaultTopK)
 		r.ReportNow(context.Background())
-		if cycles == [2]uint64{w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)} {
+		if cycles == [2]uint64{ledgertest.Cycles(w, finalizerwatch.KindFinalizer), ledgertest.Cycles(w, finalizerwatch.KindCleanup)} {
 			break
 		}
 	}

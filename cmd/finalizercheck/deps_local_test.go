@@ -77,6 +77,7 @@ import (
 
 	"example.com/lib"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 func main() {
@@ -84,7 +85,7 @@ func main() {
 	lib.Both()
 	fmt.Println("inited", lib.Inited)
 	var lines []string
-	for _, s := range finalizerwatch.Default.Sites() {
+	for _, s := range ledgertest.Sites(finalizerwatch.Default) {
 		lines = append(lines, fmt.Sprintf("site %s:%d registered=%d", s.Site.File, s.Site.Line, s.Registered))
 	}
 	slices.Sort(lines)

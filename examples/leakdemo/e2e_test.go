@@ -239,10 +239,11 @@ func pprofRows(out string) []string {
 	return strings.Split(strings.TrimSpace(table), "\n")
 }
 
-// With one per-site series per kind, Prometheus gets the leaks' series,
-// not the cache's, though the cache has more suspects than both.
+// With two per-site series (K is shared by the kinds), Prometheus gets the
+// two leaks' series, one of each kind, not the cache's, though the cache
+// has more suspects than both.
 func TestDemoTopKHoldsTheLeaks(t *testing.T) {
-	base, _ := startDemo(t, 1)
+	base, _ := startDemo(t, 2)
 	want := map[string]string{
 		"finalizer": fmt.Sprintf("main.go:%d", markerLine(t, "leak: finalizer")),
 		"cleanup":   fmt.Sprintf("main.go:%d", markerLine(t, "leak: cleanup")),
@@ -265,7 +266,7 @@ func TestDemoTopKHoldsTheLeaks(t *testing.T) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after 90s the top-1 series are not the growing leaks %v:\n%s", want,
+			t.Fatalf("after 90s the top-2 series are not the growing leaks %v:\n%s", want,
 				grepLines(metrics, "gcprobe_finalizers_growing")+grepLines(metrics, "suspect_objects"))
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -306,12 +307,12 @@ func TestDemoMetricsPassPromtool(t *testing.T) {
 	}
 }
 
-// A real Prometheus server scraping the demo (one per-site series per
-// kind) finds exactly the two planted leaks' lines growing through its HTTP
-// query API, not the bigger cache.
+// A real Prometheus server scraping the demo (two per-site series) finds
+// exactly the two planted leaks' lines growing through its HTTP query API,
+// not the bigger cache.
 func TestPrometheusFindsPlantedLeak(t *testing.T) {
 	prom := tool(t, "GCPROBE_PROMETHEUS", "prometheus")
-	base, _ := startDemo(t, 1)
+	base, _ := startDemo(t, 2)
 	target := strings.TrimPrefix(base, "http://")
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: leakdemo\n    static_configs:\n      - targets: [%q]\n", target)

@@ -35,7 +35,7 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:6061", "where to serve /metrics and /debug/pprof/finalizers (loopback only: it is unauthenticated)")
 	duration := flag.Duration("duration", 0, "stop after this long (0: run until interrupted)")
 	every := flag.Duration("every", 3*time.Second, "how often to print the table")
-	topK := flag.Int("topk", probe.DefaultTopK, "sites of each kind with Prometheus series of their own")
+	topK := flag.Int("topk", probe.DefaultTopK, "sites (of either kind, most likely to leak first) with Prometheus series of their own")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 // depsBuildEnv marks the child test run in the build that
@@ -90,13 +91,13 @@ func TestTransportCleanupsAtCacheGo(t *testing.T) {
 	// The ledger: one site in transport/cache.go, the original file in
 	// the module cache, its line the AddCleanup call.
 	var site finalizerwatch.SiteStats
-	for _, s := range p.Watcher().Sites() {
+	for _, s := range ledgertest.Sites(p.Watcher()) {
 		if s.Kind == finalizerwatch.KindCleanup && strings.HasSuffix(s.Site.File, "/transport/cache.go") {
 			site = s
 		}
 	}
 	if site.Registered != clients {
-		t.Fatalf("no cleanup site in transport/cache.go with %d registrations; the ledger has %v", clients, p.Watcher().Sites())
+		t.Fatalf("no cleanup site in transport/cache.go with %d registrations; the ledger has %v", clients, ledgertest.Sites(p.Watcher()))
 	}
 	src, err := os.ReadFile(site.Site.File)
 	if err != nil {

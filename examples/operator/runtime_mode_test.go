@@ -20,6 +20,7 @@ import (
 
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 // runtimeBuildEnv marks the child test run in the runtime build mode that
@@ -102,7 +103,7 @@ func TestRuntimeModeKubeClient(t *testing.T) {
 		resp.Body.Close()
 	}
 
-	sites := p.Watcher().Sites()
+	sites := ledgertest.Sites(p.Watcher())
 	find := func(pred func(s finalizerwatch.SiteStats) bool) (finalizerwatch.SiteStats, bool) {
 		for _, s := range sites {
 			if pred(s) {

@@ -19,6 +19,7 @@ import (
 
 	otlpexporter "github.com/gcprobe/probe/exporters/otlp"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/tracing"
 
 	"github.com/gcprobe/probe/internal/testkit"
@@ -59,7 +60,7 @@ func TestCollectorEndToEnd(t *testing.T) {
 	plantE2ELeak(w, 4)
 	line := testkit.MarkerLine(t, "e2e_test.go", "e2e-leak")
 	deadline := time.Now().Add(20 * time.Second)
-	for top := w.Top(1); len(top) == 0 || top[0].Suspect < 4; top = w.Top(1) {
+	for top := ledgertest.Top(w, 1); len(top) == 0 || top[0].Suspect < 4; top = ledgertest.Top(w, 1) {
 		if time.Now().After(deadline) {
 			t.Fatalf("planted leak not a suspect after 20s: %+v", top)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/gcprobe/probe"
 	otlpexporter "github.com/gcprobe/probe/exporters/otlp"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 // The collector is killed while the probe runs and restarted on the same
@@ -76,11 +77,11 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 		work() // the host keeps working: neither blocks
 		time.Sleep(50 * time.Millisecond)
 	}
-	before := w.Totals(finalizerwatch.KindFinalizer).Registered
+	before := ledgertest.Totals(w, finalizerwatch.KindFinalizer).Registered
 	for range 20 {
 		work()
 	}
-	if got := w.Totals(finalizerwatch.KindFinalizer).Registered; got != before+2000 {
+	if got := ledgertest.Totals(w, finalizerwatch.KindFinalizer).Registered; got != before+2000 {
 		t.Fatalf("registered %d during the outage, want 2000", got-before)
 	}
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 
 	"github.com/gcprobe/probe/internal/testkit"
 )
@@ -32,7 +33,7 @@ func ledgerOf(b *testing.B, n int) *finalizerwatch.Watcher {
 			objs = append(objs, o)
 		})
 	}
-	if got := len(w.Stacks()); got < n {
+	if got := len(ledgertest.Entries(w)); got < n {
 		b.Fatalf("%d ledger entries, want %d", got, n)
 	}
 	return w

@@ -15,7 +15,7 @@
 //
 // Sample types, in this order: outstanding/count, suspect/count,
 // registered/count and growth/count (the default). growth is the ranking
-// of finalizerwatch.Watcher.Top: at a site the growth model classes
+// of finalizerwatch's Snapshot.Top: at a site the growth model classes
 // growing (its suspects keep reaching new highs), the suspects it gained
 // over the model's window; 0 at stable sites (caches, pools) and churn. So
 // the default view lists the leaks only, fastest first, and is empty when

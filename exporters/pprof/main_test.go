@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"go.uber.org/goleak"
 )
 
@@ -58,13 +59,13 @@ func plantedWatcher(t testing.TB) *finalizerwatch.Watcher {
 	plantLeak(w, 7)
 	churn(w, 50)
 	want := [2]uint64{
-		w.Cycles(finalizerwatch.KindFinalizer) + uint64(w.SuspectCycles()) + 1,
-		w.Cycles(finalizerwatch.KindCleanup) + uint64(w.SuspectCycles()) + 1,
+		ledgertest.Cycles(w, finalizerwatch.KindFinalizer) + uint64(w.SuspectCycles()) + 1,
+		ledgertest.Cycles(w, finalizerwatch.KindCleanup) + uint64(w.SuspectCycles()) + 1,
 	}
 	await(t, "GC cycles and the churn to run", func() bool {
-		return w.Cycles(finalizerwatch.KindFinalizer) >= want[0] &&
-			w.Cycles(finalizerwatch.KindCleanup) >= want[1] &&
-			w.Totals(finalizerwatch.KindCleanup).Executed == 50
+		return ledgertest.Cycles(w, finalizerwatch.KindFinalizer) >= want[0] &&
+			ledgertest.Cycles(w, finalizerwatch.KindCleanup) >= want[1] &&
+			ledgertest.Totals(w, finalizerwatch.KindCleanup).Executed == 50
 	})
 	w.Close()
 	return w

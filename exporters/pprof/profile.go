@@ -35,7 +35,7 @@ const (
 const LabelKind = "kind"
 
 // Profile returns the profile of ledger's outstanding finalizers and
-// cleanups: one sample per ledger entry (Watcher.Stacks), located at its
+// cleanups: one sample per ledger entry (Snapshot.Entries), located at its
 // registration stack, with the values outstanding, suspect, registered and
 // growth (all "count"; growth is the default) and a label LabelKind. A nil
 // ledger means finalizerwatch.Default.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/google/pprof/profile"
 
@@ -66,7 +67,7 @@ func TestProfile(t *testing.T) {
 	if p.DefaultSampleType != "growth" {
 		t.Errorf("default sample type %q, want growth", p.DefaultSampleType)
 	}
-	if n := len(w.Stacks()); len(p.Sample) != n {
+	if n := len(ledgertest.Entries(w)); len(p.Sample) != n {
 		t.Errorf("%d samples, want one per ledger entry (%d)", len(p.Sample), n)
 	}
 
@@ -294,13 +295,13 @@ func TestDefaultSampleShowsGrowingLeak(t *testing.T) {
 		growLeak(w, 3)
 		runtime.GC()
 		deadline := time.Now().Add(30 * time.Second)
-		for w.Cycles(finalizerwatch.KindFinalizer) < k || w.Cycles(finalizerwatch.KindCleanup) < k {
+		for ledgertest.Cycles(w, finalizerwatch.KindFinalizer) < k || ledgertest.Cycles(w, finalizerwatch.KindCleanup) < k {
 			if time.Now().After(deadline) {
-				t.Fatalf("clock at %d after 30s, want %d", w.Cycles(finalizerwatch.KindFinalizer), k)
+				t.Fatalf("clock at %d after 30s, want %d", ledgertest.Cycles(w, finalizerwatch.KindFinalizer), k)
 			}
 			time.Sleep(50 * time.Microsecond) // polling: the clock moves on the finalizer goroutine
 		}
-		w.Sites() // one observation per cycle, as a scrape would make
+		ledgertest.Sites(w) // one observation per cycle, as a scrape would make
 	}
 	p, data := writeParse(t, w)
 	const pkg = "github.com/gcprobe/probe/exporters/pprof."

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -52,7 +53,7 @@ func benchLedgerOf(b *testing.B, paths int) *finalizerwatch.Watcher {
 			})
 		}
 	}
-	if got := len(w.Stacks()); got < n {
+	if got := len(ledgertest.Entries(w)); got < n {
 		b.Fatalf("%d ledger entries, want %d", got, n)
 	}
 	return w
@@ -161,19 +162,19 @@ func BenchmarkWatcher10000(b *testing.B) {
 	b.Run("Stacks", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			w.Stacks()
+			ledgertest.Entries(w)
 		}
 	})
 	b.Run("Sites", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			w.Sites()
+			ledgertest.Sites(w)
 		}
 	})
 	b.Run("Top10", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			w.Top(10)
+			ledgertest.Top(w, 10)
 		}
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/prometheus/client_golang/prometheus"
@@ -110,8 +111,8 @@ func plantedWatcher(t *testing.T) *finalizerwatch.Watcher {
 	churnCleanups(w, 50)
 	awaitCycles(t, w, uint64(w.SuspectCycles())+1)
 	await(t, "the churned registrations to run", func() bool {
-		return w.Totals(finalizerwatch.KindFinalizer).Executed == 100 &&
-			w.Totals(finalizerwatch.KindCleanup).Executed == 50
+		return ledgertest.Totals(w, finalizerwatch.KindFinalizer).Executed == 100 &&
+			ledgertest.Totals(w, finalizerwatch.KindCleanup).Executed == 50
 	})
 	w.Close()
 	return w
@@ -267,7 +268,7 @@ func TestUnwatchedSubtractsWatcher(t *testing.T) {
 	w := plantedWatcher(t)
 	// The runtime ran everything the watcher ran, the process's GC-cycle
 	// sentinels (7 here), and 42 finalizers of somebody else's.
-	runtimeExecuted := w.Totals(finalizerwatch.KindFinalizer).Executed + 7 + 42
+	runtimeExecuted := ledgertest.Totals(w, finalizerwatch.KindFinalizer).Executed + 7 + 42
 	c := newCollector(t, WithWatcher(w), WithSnapshotFunc(func() memstats.Snapshot {
 		return memstats.Snapshot{Finalizers: memstats.Queue{Executed: runtimeExecuted}}
 	}))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 // With K=1, the one per-site series of the finalizers goes to a leak of one
@@ -25,9 +26,9 @@ func TestTopKPrefersGrowingSite(t *testing.T) {
 		growFinalizerLeak(w, 1)
 		runtime.GC()
 		deadline := time.Now().Add(30 * time.Second)
-		for w.Cycles(finalizerwatch.KindFinalizer) < k || w.Cycles(finalizerwatch.KindCleanup) < k {
+		for ledgertest.Cycles(w, finalizerwatch.KindFinalizer) < k || ledgertest.Cycles(w, finalizerwatch.KindCleanup) < k {
 			if time.Now().After(deadline) {
-				t.Fatalf("clock at %d after 30s, want %d", w.Cycles(finalizerwatch.KindFinalizer), k)
+				t.Fatalf("clock at %d after 30s, want %d", ledgertest.Cycles(w, finalizerwatch.KindFinalizer), k)
 			}
 			time.Sleep(50 * time.Microsecond) // polling: the clock moves on the finalizer goroutine
 		}

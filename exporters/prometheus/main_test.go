@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"go.uber.org/goleak"
 )
 
@@ -70,8 +71,8 @@ func await(t testing.TB, what string, cond func() bool) {
 // awaitCycles waits until both of w's GC clocks have advanced n cycles.
 func awaitCycles(t testing.TB, w *finalizerwatch.Watcher, n uint64) {
 	t.Helper()
-	fin, cln := w.Cycles(finalizerwatch.KindFinalizer)+n, w.Cycles(finalizerwatch.KindCleanup)+n
+	fin, cln := ledgertest.Cycles(w, finalizerwatch.KindFinalizer)+n, ledgertest.Cycles(w, finalizerwatch.KindCleanup)+n
 	await(t, "GC cycles", func() bool {
-		return w.Cycles(finalizerwatch.KindFinalizer) >= fin && w.Cycles(finalizerwatch.KindCleanup) >= cln
+		return ledgertest.Cycles(w, finalizerwatch.KindFinalizer) >= fin && ledgertest.Cycles(w, finalizerwatch.KindCleanup) >= cln
 	})
 }

@@ -40,36 +40,6 @@ func synthSites(rng *rand.Rand, n int) []finalizerwatch.SiteStats {
 	return out
 }
 
-func TestRankCompareOrder(t *testing.T) {
-	base := finalizerwatch.SiteStats{Site: stackcapture.Frame{Function: "a.f", File: "/a.go", Line: 1}}
-	better := func(mod func(*finalizerwatch.SiteStats)) finalizerwatch.SiteStats {
-		s := base
-		mod(&s)
-		return s
-	}
-	tests := []struct {
-		name string
-		give finalizerwatch.SiteStats // ranks before base
-	}{
-		{"growing", better(func(s *finalizerwatch.SiteStats) { s.Class = finalizerwatch.ClassGrowing })},
-		{"stable", better(func(s *finalizerwatch.SiteStats) { s.Class = finalizerwatch.ClassStable })},
-		{"suspect", better(func(s *finalizerwatch.SiteStats) { s.Suspect = 1 })},
-		{"outstanding", better(func(s *finalizerwatch.SiteStats) { s.Outstanding = 1 })},
-		{"registered", better(func(s *finalizerwatch.SiteStats) { s.Registered = 1 })},
-		{"name", better(func(s *finalizerwatch.SiteStats) { s.Site.Function = "a.e" })},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if c := finalizerwatch.CompareRank(&tt.give, &base); c >= 0 {
-				t.Errorf("finalizerwatch.CompareRank(better, base) = %d, want < 0", c)
-			}
-			if c := finalizerwatch.CompareRank(&base, &tt.give); c <= 0 {
-				t.Errorf("finalizerwatch.CompareRank(base, better) = %d, want > 0", c)
-			}
-		})
-	}
-}
-
 // TestCollectAllocsDoNotGrowWithSites checks that, given the ledger, the
 // collector's own allocations depend on K, not on the number of sites.
 func TestCollectAllocsDoNotGrowWithSites(t *testing.T) {

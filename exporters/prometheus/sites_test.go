@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 // plantGeneratedSites registers i%5+1 objects at each generated site i and
@@ -30,10 +31,10 @@ func plantGeneratedSites(t *testing.T, w *finalizerwatch.Watcher) {
 func TestReadMatchesTop(t *testing.T) {
 	w := newWatcher(t)
 	plantGeneratedSites(t, w)
-	if n := len(w.Sites()); n != len(generatedSites) {
+	if n := len(ledgertest.Sites(w)); n != len(generatedSites) {
 		t.Fatalf("%d sites in the ledger, want %d", n, len(generatedSites))
 	}
-	all := w.Top(0)
+	all := ledgertest.Top(w, 0)
 	var sn finalizerwatch.Snapshot
 	for _, k := range []int{1, 7, 150, 1000} {
 		w.Read(&sn, finalizerwatch.ReadOptions{TopK: k})
@@ -104,7 +105,7 @@ func TestTopKBoundRealSites(t *testing.T) {
 	// At the first Collect every sum is exact: the series of a kind add
 	// up to the watcher's totals.
 	for _, kind := range finalizerwatch.Kinds {
-		tot := w.Totals(kind)
+		tot := ledgertest.Totals(w, kind)
 		var registered, outstanding, suspect float64
 		for _, m := range fams["gcprobe_finalizers_registered_total"].GetMetric() {
 			if labels(m)[labelKind] == kind.String() {
@@ -135,7 +136,7 @@ func TestSiteOverflow(t *testing.T) {
 	plantGeneratedSites(t, w)
 	c := newCollector(t, WithWatcher(w))
 	fams := gather(t, c)
-	ov := w.Overflow()
+	ov := ledgertest.Overflow(w)
 	if ov.Sites == 0 {
 		t.Fatal("no registration overflowed a 10-site table")
 	}

@@ -1,14 +1,37 @@
 package promexporter
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 
 	"github.com/gcprobe/probe/finalizerwatch"
 )
 
+// rankOrder orders synthetic sites as the watcher ranks real ones (see
+// finalizerwatch's ReadOptions.TopK): growing sites first, by growth, then
+// by suspects, outstanding and registered counts, then by name.
+func rankOrder(a, b finalizerwatch.SiteStats) int {
+	if c := cmp.Compare(b.Class, a.Class); c != 0 {
+		return c
+	}
+	if a.Class == finalizerwatch.ClassGrowing {
+		if c := cmp.Compare(b.Growth, a.Growth); c != 0 {
+			return c
+		}
+	}
+	for _, c := range []int{cmp.Compare(b.Suspect, a.Suspect), cmp.Compare(b.Outstanding, a.Outstanding),
+		cmp.Compare(b.Registered, a.Registered), cmp.Compare(a.Kind, b.Kind), strings.Compare(a.Site.String(), b.Site.String())} {
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
 // setSites makes c export the synthetic ledger that sites returns on each
 // Collect, as a watcher would snapshot it: per kind, the top K by
-// finalizerwatch.CompareRank and every other site summed under Other.
+// rankOrder and every other site summed under Other.
 func setSites(c *Collector, sites func() []finalizerwatch.SiteStats) {
 	c.read = func(dst *finalizerwatch.Snapshot) { snapshotOf(dst, sites(), c.cfg.topK) }
 }
@@ -22,7 +45,7 @@ func snapshotOf(dst *finalizerwatch.Snapshot, sites []finalizerwatch.SiteStats, 
 				of = append(of, s)
 			}
 		}
-		slices.SortFunc(of, func(a, b finalizerwatch.SiteStats) int { return finalizerwatch.CompareRank(&a, &b) })
+		slices.SortFunc(of, rankOrder)
 		ks := finalizerwatch.KindSnapshot{Ranked: len(of)}
 		ks.Other = finalizerwatch.SiteStats{Kind: finalizerwatch.Kind(kind),
 			Duration: finalizerwatch.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/gcclock"
+	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -49,7 +50,7 @@ func TestWatcherAndSamplerShareTheClock(t *testing.T) {
 		sf, sc := s.SentinelRuns()
 		return reading{
 			clock:   [2]uint64{gcclock.Ticks(gcclock.Finalizer), gcclock.Ticks(gcclock.Cleanup)},
-			watcher: [2]uint64{w.Cycles(finalizerwatch.KindFinalizer), w.Cycles(finalizerwatch.KindCleanup)},
+			watcher: [2]uint64{ledgertest.Cycles(w, finalizerwatch.KindFinalizer), ledgertest.Cycles(w, finalizerwatch.KindCleanup)},
 			sampler: [2]uint64{sf, sc},
 		}
 	}

@@ -21,7 +21,7 @@ func main() {
 		buffers = append(buffers, newBuffer(i))
 	}
 	var lines []string
-	for _, s := range finalizerwatch.Default.Sites() {
+	for _, s := range allSites() {
 		lines = append(lines, fmt.Sprintf("%s %s:%d registered=%d", s.Kind, filepath.Base(s.Site.File), s.Site.Line, s.Registered))
 	}
 	slices.Sort(lines)
@@ -30,4 +30,11 @@ func main() {
 		fmt.Println(l)
 	}
 	runtime.KeepAlive(buffers)
+}
+
+// allSites reads every site of the ledger, counted exactly now.
+func allSites() []finalizerwatch.SiteStats {
+	var sn finalizerwatch.Snapshot
+	finalizerwatch.Default.Read(&sn, finalizerwatch.ReadOptions{TopK: -1, Fresh: true})
+	return sn.Top
 }

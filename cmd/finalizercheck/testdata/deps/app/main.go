@@ -68,7 +68,7 @@ func main() {
 	}
 
 	var lines []string
-	for _, s := range finalizerwatch.Default.Sites() {
+	for _, s := range allSites() {
 		lines = append(lines, fmt.Sprintf("site %s %s:%d registered=%d executed=%d", s.Kind, s.Site.File, s.Site.Line, s.Registered, s.Executed))
 	}
 	slices.Sort(lines)
@@ -81,7 +81,7 @@ func main() {
 // watchedRan returns how many callbacks of kind the ledger saw run.
 func watchedRan(kind string) uint64 {
 	var n uint64
-	for _, s := range finalizerwatch.Default.Sites() {
+	for _, s := range allSites() {
 		if s.Kind.String() == kind {
 			n += s.Executed
 		}
@@ -110,4 +110,11 @@ func unwatched(reg *prometheus.Registry) map[string]uint64 {
 		}
 	}
 	return m
+}
+
+// allSites reads every site of the ledger, counted exactly now.
+func allSites() []finalizerwatch.SiteStats {
+	var sn finalizerwatch.Snapshot
+	finalizerwatch.Default.Read(&sn, finalizerwatch.ReadOptions{TopK: -1, Fresh: true})
+	return sn.Top
 }
