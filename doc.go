@@ -34,7 +34,7 @@
 //
 // Defaults: no runtime.ReadMemStats (it stops the world; WithReadMemStats),
 // no listener of its own, the global OpenTelemetry tracer provider, the top
-// 10 sites per kind exported by name.
+// 10 sites (of either kind) exported by name.
 //
 // # In a controller-runtime operator
 //
