@@ -86,7 +86,7 @@ func TestPageDataSchema(t *testing.T) {
 		"schema": "number", "time": "string", "history_cycles": "number", "more_cycles_needed": "number", "ledger_cycles": "object",
 		"runtime_mode": "bool", "gc": "object", "queues": "object", "totals": "object", "history": "array",
 		"pauses": "array", "sites": "array", "running": "array", "firing": "array", "events": "array",
-		"overflow": "object", "gc_cause": "null", "allocating_sites": "null", "links": "object",
+		"overflow": "object", "gc_cause": "object", "allocating_sites": "object", "links": "object",
 	}
 	for k, typ := range want {
 		if got := jsonType(m[k]); got != typ {
@@ -111,6 +111,16 @@ func TestPageDataSchema(t *testing.T) {
 	}
 	if d.Links != (probe.PageLinks{Profile: "/debug/pprof/finalizers", ProfileText: "/debug/pprof/finalizers?debug=1", Metrics: "/metrics"}) {
 		t.Errorf("links %+v", d.Links)
+	}
+	gc := m["gc_cause"].(map[string]any)
+	if jsonType(gc["causes"]) != "array" {
+		t.Errorf("gc_cause.causes: JSON %s, want array", jsonType(gc["causes"]))
+	}
+	al := m["allocating_sites"].(map[string]any)
+	for _, k := range []string{"allocating", "growing"} {
+		if jsonType(al[k]) != "array" {
+			t.Errorf("allocating_sites.%s: JSON %s, want array", k, jsonType(al[k]))
+		}
 	}
 	s := d.Sites[0]
 	if s.Kind != "finalizer" || s.Growth == 0 || s.Suspect == 0 || s.Outstanding < s.Suspect {

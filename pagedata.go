@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -57,12 +58,13 @@ type PageData struct {
 	Events []PageEvent `json:"events"`
 	// Overflow counts what the ledger's bounded tables refused.
 	Overflow PageOverflow `json:"overflow"`
-	// GCCause and AllocatingSites are reserved for the GC-cause
-	// decomposition (why the GC runs: allocation rate, live-heap growth,
-	// memory limit, ...) and the lines that allocate most; null until the
-	// probe provides them. The page shows a panel for each once non-null.
-	GCCause         any `json:"gc_cause"`
-	AllocatingSites any `json:"allocating_sites"`
+	// GCCause says why the GC works hard: the cause detectors firing now
+	// (allocation rate, live-heap growth, memory limit, ...), each in
+	// words with the lines to look at first (Report.GCCause).
+	GCCause PageGCCause `json:"gc_cause"`
+	// AllocatingSites are the heap profile's top allocating sites over
+	// its latest window and the sites whose in-use bytes grow.
+	AllocatingSites PageAllocating `json:"allocating_sites"`
 	// Links are the probe's other handlers, as absolute paths: the pprof
 	// profile, its text form and the Prometheus metrics.
 	Links PageLinks `json:"links"`
@@ -179,6 +181,44 @@ type PageEvent struct {
 	Site      string    `json:"site,omitempty"`
 }
 
+// PageGCCause is why the GC works hard now.
+type PageGCCause struct {
+	// Causes are the cause detectors firing now; empty when healthy.
+	Causes []PageCause `json:"causes"`
+}
+
+// PageCause is one firing cause detector and the lines it points at.
+type PageCause struct {
+	Detector string    `json:"detector"`
+	Words    string    `json:"words"`
+	Since    time.Time `json:"since"`
+	// Growing reports that Sites grow (in-use bytes) rather than
+	// allocate.
+	Growing bool           `json:"growing"`
+	Sites   []PageHeapSite `json:"sites"`
+}
+
+// PageAllocating is the heap profile's picture.
+type PageAllocating struct {
+	// WindowSeconds is the time the allocation figures cover (0 before
+	// the second read of the heap profile).
+	WindowSeconds float64 `json:"window_seconds"`
+	// Allocating are the sites that allocated most over the window, most
+	// first; Growing those whose in-use bytes grew, most grown first.
+	Allocating []PageHeapSite `json:"allocating"`
+	Growing    []PageHeapSite `json:"growing"`
+}
+
+// PageHeapSite is one site of the heap profile.
+type PageHeapSite struct {
+	Site                string      `json:"site"`
+	AllocBytesPerSecond float64     `json:"alloc_bytes_per_second"`
+	InUseBytes          int64       `json:"in_use_bytes"`
+	GrownBytes          int64       `json:"grown_bytes"`
+	GrowingFor          int         `json:"growing_for_windows"`
+	Stack               []PageFrame `json:"stack"`
+}
+
 // PageOverflow counts what the ledger's bounded tables refused.
 type PageOverflow struct {
 	Sites  uint64 `json:"sites"`
@@ -208,6 +248,7 @@ type pageRead struct {
 	ms     memstats.Snapshot
 	firing []memstats.Event
 	pauses []memstats.Pause
+	cause  GCCause // the firing causes and the heap profile, as the Report has them
 }
 
 func (p *Probe) readPage(r *pageRead, sinceCycle uint64) {
@@ -215,6 +256,7 @@ func (p *Probe) readPage(r *pageRead, sinceCycle uint64) {
 	p.sampler.SnapshotInto(&r.ms)
 	r.firing = p.sampler.Active(r.firing[:0])
 	r.pauses = p.sampler.PausesSince(sinceCycle, r.pauses[:0])
+	r.cause = p.gcCause(r.firing)
 }
 
 // pageData builds the page's document.
@@ -302,7 +344,25 @@ func (p *Probe) pageData(now time.Time) *PageData {
 		d.Firing = append(d.Firing, pageEvent(&r.firing[i]))
 	}
 	d.Overflow = PageOverflow{Sites: r.sn.Overflow.Sites, Stacks: r.sn.Overflow.Stacks}
+	d.GCCause.Causes = []PageCause{}
+	for _, c := range r.cause.Causes {
+		d.GCCause.Causes = append(d.GCCause.Causes, PageCause{Detector: c.Event.Detector, Words: cut(c.Words),
+			Since: c.Event.Since, Growing: c.Growing, Sites: pageHeapSites(c.Sites)})
+	}
+	h := &r.cause.Heap
+	d.AllocatingSites = PageAllocating{WindowSeconds: h.Window.Seconds(),
+		Allocating: pageHeapSites(h.Allocating), Growing: pageHeapSites(h.Growing)}
 	return d
+}
+
+func pageHeapSites(sites []heapprofile.Site) []PageHeapSite {
+	out := make([]PageHeapSite, 0, len(sites))
+	for i := range sites {
+		s := &sites[i]
+		out = append(out, PageHeapSite{Site: s.Label(), AllocBytesPerSecond: s.AllocBytesPerSecond,
+			InUseBytes: s.InUseBytes, GrownBytes: s.GrownBytes, GrowingFor: s.GrowingFor, Stack: pageStack(s.Stack)})
+	}
+	return out
 }
 
 func pageQueue(q *memstats.Queue) PageQueue {

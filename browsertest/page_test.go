@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -145,14 +146,22 @@ func TestLivePageInChromium(t *testing.T) {
 	defer cancel()
 	defer chromedp.Cancel(ctx) // closes the browser and waits for it
 
-	// Every request the page makes.
+	// Every request the page makes, and every exception its script throws.
 	var reqMu sync.Mutex
-	var requests []string
+	var requests, exceptions []string
 	if err := chromedp.Listen(ctx, func(ev any) {
-		if e, ok := ev.(*network.EventRequestWillBeSent); ok {
-			reqMu.Lock()
+		reqMu.Lock()
+		defer reqMu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
 			requests = append(requests, e.Request.URL)
-			reqMu.Unlock()
+		case *cdpruntime.EventExceptionThrown:
+			x := e.ExceptionDetails
+			msg := fmt.Sprintf("%s at %s:%d", x.Text, x.URL, x.LineNumber+1)
+			if x.Exception != nil {
+				msg += ": " + x.Exception.Description
+			}
+			exceptions = append(exceptions, msg)
 		}
 	}); err != nil {
 		t.Fatalf("starting Chromium (%s): %v", exe, err)
@@ -255,9 +264,18 @@ func TestLivePageInChromium(t *testing.T) {
 	t.Logf("screenshot of the live page: %s", shot)
 	fmt.Fprintf(os.Stderr, "browsertest: screenshot of the live page: %s\n", shot)
 
-	// Nothing but the probe's own paths.
+	// The page rendered the latest document without an error.
+	if ok := evaluate[bool](t, ctx, `document.getElementById("error").hidden && !!document.body.getAttribute("data-updated") &&
+		document.querySelectorAll("#gc-cause li").length > 0`); !ok {
+		t.Errorf("the page shows an error or never rendered: %s", evaluate[string](t, ctx, `document.getElementById("error").textContent`))
+	}
+
+	// Nothing but the probe's own paths, and no script error.
 	reqMu.Lock()
 	defer reqMu.Unlock()
+	for _, e := range exceptions {
+		t.Errorf("the page's script threw: %s", e)
+	}
 	if len(requests) < 4 {
 		t.Errorf("only %d requests seen: %q", len(requests), requests)
 	}

@@ -184,10 +184,31 @@
     d.running.forEach(function (r) { ul.appendChild(el("li", r.kind + " at " + r.site + " for " + secs(r.seconds))); });
   }
 
-  function renderReserved(id, v) {
-    var s = $(id);
-    s.hidden = v === null || v === undefined;
-    if (!s.hidden) s.querySelector("pre").textContent = JSON.stringify(v, null, 1);
+  function renderCause(d) {
+    var ul = $("gc-cause"), c = d.gc_cause, a = d.allocating_sites;
+    clear(ul);
+    if (!c.causes.length) ul.appendChild(el("li", "no cause detector firing"));
+    c.causes.forEach(function (k) {
+      var li = el("li", k.words, "firing");
+      k.sites.forEach(function (s) {
+        li.appendChild(el("div", "look at " + s.site + (k.growing ? ": +" + bytes(Math.max(s.grown_bytes, 0)) + " in use" : ": " + bytes(Math.max(s.alloc_bytes_per_second, 0)) + "/s"), "site"));
+      });
+      ul.appendChild(li);
+    });
+    $("alloc-title").textContent = "Top allocating sites" + (a.window_seconds ? " over the latest " + a.window_seconds.toFixed(0) + " s" : "");
+    var tb = $("allocating").tBodies[0];
+    clear(tb);
+    var grown = {};
+    a.growing.forEach(function (s) { grown[s.site] = s.grown_bytes; });
+    a.allocating.forEach(function (s) {
+      var tr = el("tr"), td = el("td", s.site, "site");
+      td.title = s.stack.map(function (f) { return f.function + " " + f.file + ":" + f.line; }).join("\n");
+      tr.appendChild(td);
+      tr.appendChild(el("td", bytes(Math.max(s.alloc_bytes_per_second, 0)) + "/s"));
+      tr.appendChild(el("td", bytes(Math.max(s.in_use_bytes, 0))));
+      tr.appendChild(el("td", grown[s.site] ? "+" + bytes(grown[s.site]) : ""));
+      tb.appendChild(tr);
+    });
   }
 
   function render(d) {
@@ -207,8 +228,7 @@
     renderRunning(d);
     renderCharts(d);
     renderDetectors(d);
-    renderReserved("gc-cause", d.gc_cause);
-    renderReserved("allocating-sites", d.allocating_sites);
+    renderCause(d);
     document.body.setAttribute("data-updated", d.time);
   }
 
