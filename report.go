@@ -131,6 +131,9 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	r.writeGCCause(&b)
 	if r.MoreCycles > 0 {
 		fmt.Fprintf(&b, "too early to tell leaks from caches: %d more GC cycle(s) needed\n", r.MoreCycles)
+		// The count waits while a queue is backed up (issue 28): say so,
+		// or a user watching "GC cycles" climb takes it for a bug.
+		b.WriteString("  (a GC cycle counts once the finalizer and cleanup goroutines have caught up with it: while a queue is backed up, the count waits)\n")
 	}
 	if len(r.Top) > 0 {
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
