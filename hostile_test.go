@@ -285,7 +285,7 @@ func TestZeroValueProbeIsAnErrorNotAPanic(t *testing.T) {
 			defer cancel()
 			wantErr("Start", p.Start(ctx))
 			wantErr("Stop", p.Stop())
-			for fn, h := range map[string]http.Handler{"ProfileHandler": p.ProfileHandler(), "Handler": p.Handler()} {
+			for fn, h := range map[string]http.Handler{"ProfileHandler": p.ProfileHandler(), "Handler": p.Handler(), "PageHandler": p.PageHandler()} {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 				if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), "(*Probe)."+fn) {
