@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"strings"
 	"sync"
@@ -332,4 +333,36 @@ func TestPageWeight(t *testing.T) {
 	if total > 32<<10 {
 		t.Errorf("the page weighs %d bytes, more than 32 KiB", total)
 	}
+}
+
+// FuzzPageHandlerPaths: whatever the path and method, the page handler
+// answers 200, 301, 404 or 405, never panics, and redirects only
+// relatively, to a folder of the request's own (no other host).
+func FuzzPageHandlerPaths(f *testing.F) {
+	p, err := probe.New(probe.WithRegisterer(prometheus.NewRegistry()))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { p.Stop() })
+	h := p.PageHandler()
+	for _, s := range []string{"/debug/gcprobe/", "/debug/gcprobe", "/x/data.json", "//evil.example", "/a/%2f..", "/\x00", "/debug/gcprobe/page.js/", "/:x", "/a\\b"} {
+		f.Add("GET", s)
+	}
+	f.Add("POST", "/debug/gcprobe/")
+	f.Fuzz(func(t *testing.T, method, path string) {
+		req := &http.Request{Method: method, URL: &url.URL{Path: path}, Header: http.Header{}, Host: "probe"}
+		req = req.WithContext(t.Context())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case 200, 404, 405:
+		case 301:
+			loc := rec.Header().Get("Location")
+			if !strings.HasPrefix(loc, "./") || strings.Contains(loc, "//") || !strings.HasSuffix(loc, "/") {
+				t.Fatalf("%s %q redirected to %q", method, path, loc)
+			}
+		default:
+			t.Fatalf("%s %q answered %d", method, path, rec.Code)
+		}
+	})
 }
