@@ -77,7 +77,6 @@ import (
 
 	"example.com/lib"
 	"github.com/gcprobe/probe/finalizerwatch"
-	"github.com/gcprobe/probe/internal/ledgertest"
 )
 
 func main() {
@@ -85,7 +84,9 @@ func main() {
 	lib.Both()
 	fmt.Println("inited", lib.Inited)
 	var lines []string
-	for _, s := range ledgertest.Sites(finalizerwatch.Default) {
+	var sn finalizerwatch.Snapshot
+	finalizerwatch.Default.Read(&sn, finalizerwatch.ReadOptions{TopK: -1, Fresh: true})
+	for _, s := range sn.Top {
 		lines = append(lines, fmt.Sprintf("site %s:%d registered=%d", s.Site.File, s.Site.Line, s.Registered))
 	}
 	slices.Sort(lines)
