@@ -209,7 +209,7 @@ func (r *cleanupRec[S]) run() {
 	slot := s.w.begin(KindCleanup, s, start)
 	r.fn(r.arg)
 	var d time.Duration
-	timed := timed(start)
+	timed := timed()
 	if timed {
 		d = time.Duration(monoNow() - start)
 	}

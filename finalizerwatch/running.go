@@ -26,21 +26,20 @@ func monoNow() int64 { return int64(time.Since(clockBase)) }
 // when a callback returns costs about as much as the rest of the run's
 // accounting together; the start of every run is still read, for Running.
 //
-// Which runs are timed is decided by the start time, hashed: a run's start
-// does not depend on how long the run itself will take, so the timed runs
-// are a fair sample of the run times, and the draw costs a multiplication
-// where a random number cost as much again as the rest of the decision.
-// Fibonacci hashing spreads the starts of runs that follow one another at
-// a steady pace evenly over the hash's range (they form a Weyl sequence).
+// Which runs are timed is drawn at random, from the runtime's per-thread
+// generator (cheaprand, see sample.go: a nanosecond): the draw does not
+// depend on how long the run takes, so the timed runs are a fair sample of
+// the run times. (Hashing the start time instead, which was cheaper than
+// math/rand, timed 64 % of the expected runs of a backlog drained back to
+// back: starts at a near-steady pace form a Weyl sequence whose step can
+// sit close to a fraction with a small denominator.)
 const DurationSampleRate = 1 << durationSampleBits
 
 const durationSampleBits = 3
 
-// timed reports whether the run that started at start (monoNow) goes into
-// the run-time histogram.
-func timed(start int64) bool {
-	return uint64(start)*0x9e3779b97f4a7c15>>(64-durationSampleBits) == 0
-}
+// timed reports whether a run goes into the run-time histogram: one in
+// DurationSampleRate, at random.
+func timed() bool { return cheaprand()>>(32-durationSampleBits) == 0 }
 
 // Callbacks running now are recorded in a few slots per watcher and kind,
 // not on their sites, so that Running reads a handful of words however many

@@ -1,8 +1,7 @@
 package finalizerwatch
 
 import (
-	"fmt"
-	"math/rand/v2"
+	"math"
 	"reflect"
 	"runtime"
 	"sync/atomic"
@@ -135,28 +134,27 @@ func TestRunningSlots(t *testing.T) {
 	}
 }
 
-// TestTimedSpread: runs are timed by their start time, hashed. Starts that
-// follow one another at a steady pace (a backlog drained back to back),
-// whatever the pace, and starts at random, are timed one in
-// DurationSampleRate, within a few percent.
+// TestTimedSpread: one run in DurationSampleRate is timed, within six
+// standard deviations, and the draws are independent: a timed run is
+// followed by a timed one as often as any run is.
 func TestTimedSpread(t *testing.T) {
 	const n = 1 << 16
-	want := n / DurationSampleRate
-	check := func(what string, start func(i int) int64) {
-		t.Helper()
-		got := 0
-		for i := range n {
-			if timed(start(i)) {
-				got++
+	p := 1.0 / DurationSampleRate
+	got, pairs, prev := 0.0, 0.0, false
+	for range n {
+		tm := timed()
+		if tm {
+			got++
+			if prev {
+				pairs++
 			}
 		}
-		if d := got - want; d < -want/20 || d > want/20 {
-			t.Errorf("%s: %d of %d runs timed, want %d ± 5%%", what, got, n, want)
-		}
+		prev = tm
 	}
-	for _, step := range []int64{1, 7, 8, 64, 100, 1000, 1 << 10, 1 << 20, 999_983, int64(time.Millisecond)} {
-		check(fmt.Sprintf("steady, every %d ns", step), func(i int) int64 { return 123_456_789 + int64(i)*step })
+	if sd := math.Sqrt(n * p * (1 - p)); math.Abs(got-n*p) > 6*sd {
+		t.Errorf("%v of %d runs timed, want %.0f ± %.0f", got, n, n*p, 6*sd)
 	}
-	r := rand.New(rand.NewPCG(1, 2))
-	check("random", func(int) int64 { return r.Int64() })
+	if sd := math.Sqrt(got * p * (1 - p)); math.Abs(pairs-got*p) > 6*sd+1 {
+		t.Errorf("%v timed runs followed a timed run, of %v: want %.0f", pairs, got, got*p)
+	}
 }

@@ -366,7 +366,7 @@ func rtDone(k Kind, tok, state uint64) {
 	}
 	s.executed.Add(1)
 	s.done(k, cyc)
-	if start := int64(state >> 5); state != 0 && timed(start) {
+	if start := int64(state >> 5); state != 0 && timed() {
 		s.dur.observe(time.Duration(monoNow() - start))
 	}
 }

@@ -447,7 +447,7 @@ func (e *finEntry) run(obj any, fn unsafe.Pointer) {
 	end(slot)
 	site.executed.Add(1)
 	site.done(KindFinalizer, e.cyc)
-	if timed(start) {
+	if timed() {
 		site.dur.observe(time.Duration(monoNow() - start))
 	}
 	if smp := e.sample(); smp != nil {
