@@ -145,6 +145,28 @@ var joinPoints = []joinPoint{
 	},
 	{
 		file: "mcleanup.go",
+		what: "AddCleanup's box for the argument",
+		find: `	// Create new storage for the argument.
+	var argv *S
+	if size := unsafe.Sizeof(arg); size < maxTinySize && argType.PtrBytes == 0 {
+`,
+		// With a probe attached, the argument goes in a box with room for
+		// the token (gcprobeCleanupBox), allocated instead of the
+		// runtime's, not beside it: a counted AddCleanup allocates what a
+		// stock one does. The token itself is taken after the runtime's
+		// checks of the arguments (the next join point), so that a call
+		// that panics is not counted.
+		advice: `	// Create new storage for the argument.
+	var argv *S
+	var gcprobeBox *gcprobeCleanupBox[S]
+	if gcprobeLoad() != nil {
+		gcprobeBox = new(gcprobeCleanupBox[S])
+		argv = &gcprobeBox.arg
+	} else if size := unsafe.Sizeof(arg); size < maxTinySize && argType.PtrBytes == 0 {
+`,
+	},
+	{
+		file: "mcleanup.go",
 		what: "AddCleanup's call of addCleanup",
 		find: `	id := addCleanup(unsafe.Pointer(ptr), cleanupFn{
 		// Instantiate a caller function to call the cleanup, that is cleanup(*argv).
@@ -157,16 +179,19 @@ var joinPoints = []joinPoint{
 		arg:  unsafe.Pointer(argv),
 	})
 `,
-		advice: `	gcprobeTok := gcprobeCleanupAdded(abi.TypeFor[T](), sys.GetCallerPC())
-	gcprobeCall, gcprobeArg := callCleanup[S], unsafe.Pointer(argv)
-	if gcprobeTok != 0 {
-		gcprobeCall, gcprobeArg = gcprobeCallCleanup[S], unsafe.Pointer(&gcprobeCleanupBox[S]{arg: arg, tok: gcprobeTok})
+		advice: `	gcprobeTok := uint64(0)
+	if gcprobeBox != nil {
+		gcprobeTok = gcprobeCleanupAdded(abi.TypeFor[T](), sys.GetCallerPC())
 	}
-	id := addCleanup(unsafe.Pointer(ptr), cleanupFn{
-		call: gcprobeCall,
-		fn:   *(**funcval)(unsafe.Pointer(&cleanup)),
-		arg:  gcprobeArg,
-	}, gcprobeTok)
+	gcprobeFn := cleanupFn{fn: *(**funcval)(unsafe.Pointer(&cleanup)), arg: unsafe.Pointer(argv)}
+	// One caller instantiated, as AddCleanup does: each allocates.
+	if gcprobeTok != 0 {
+		gcprobeBox.tok = gcprobeTok
+		gcprobeFn.call = gcprobeCallCleanup[S]
+	} else {
+		gcprobeFn.call = callCleanup[S]
+	}
+	id := addCleanup(unsafe.Pointer(ptr), gcprobeFn, gcprobeTok)
 `,
 	},
 	{
