@@ -221,8 +221,9 @@ type ranking struct {
 	counts [len(Kinds)][durBuckets]uint64
 
 	// ranked, if set (by tests), is called after each ranking that
-	// RankEachCycle makes.
-	ranked func()
+	// RankEachCycle makes; betweenPasses, between a ranking's two passes
+	// over the ledger.
+	ranked, betweenPasses func()
 }
 
 // liveEntries bounds how many ledger entries of each top site a Read
@@ -456,12 +457,17 @@ func (w *Watcher) rankLocked(k int) {
 			}
 		}
 	}
+	if r.betweenPasses != nil {
+		r.betweenPasses()
+	}
 	// Pass 2: the counters of the rest. Outstanding is computed from the
-	// counters read here, as Read computes it for the top sites.
+	// counters read here, as Read computes it for the top sites. An entry
+	// made since pass 1 (registrations go on during a ranking) has no
+	// group yet: it is not a top site, so it counts under the rest.
 	w.eachEntry(func(s *site) {
 		rest := &r.rest[s.kind]
 		rest.entries++
-		if r.groups.at(s.grp - 1).top {
+		if s.grp != 0 && r.groups.at(s.grp-1).top {
 			return
 		}
 		rest.add(s, &r.counts[s.kind])

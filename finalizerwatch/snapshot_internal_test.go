@@ -1,6 +1,7 @@
 package finalizerwatch
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/gcprobe/probe/internal/testkit"
@@ -166,4 +167,28 @@ func TestReadUnranked(t *testing.T) {
 	if ks := &sn.Kinds[KindFinalizer]; len(ks.Top) != 1 || ks.Registered != 2 {
 		t.Errorf("unranked read after a fresh one: top %d sites, %d registered; want 1 and 2", len(ks.Top), ks.Registered)
 	}
+}
+
+// TestRankingMeetsEntriesMadeMeanwhile: registrations go on while the
+// ledger is ranked, so an entry can appear between the ranking's two
+// passes, without a group. The ranking counts it under the rest rather
+// than indexing a group it does not have (a Report in the demo, under
+// load, panicked there: index out of range [-1]).
+func TestRankingMeetsEntriesMadeMeanwhile(t *testing.T) {
+	w := newWatcher(t)
+	kept := []*thing{{}, {}}
+	w.SetFinalizer(kept[0], func(*thing) {})
+	var sn Snapshot
+	w.Read(&sn, ReadOptions{TopK: 1}) // a ranking, so that the next one is a fresh pass
+	w.rankMu.Lock()
+	w.rank.betweenPasses = func() {
+		w.rank.betweenPasses = nil
+		w.SetFinalizer(kept[1], func(*thing) {}) // marker: meanwhile
+	}
+	w.rankMu.Unlock()
+	w.Read(&sn, ReadOptions{TopK: 1, Fresh: true})
+	if got := sn.Kinds[KindFinalizer].Totals.Registered; got != 2 {
+		t.Errorf("totals count %d registrations, want 2 (the one made during the ranking under Other)", got)
+	}
+	runtime.KeepAlive(kept)
 }
