@@ -1,11 +1,9 @@
 package pprofexporter
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/google/pprof/profile"
 
@@ -116,49 +114,9 @@ func WriteAllocs(w io.Writer, sn heapprofile.Snapshot) error {
 // The profile holds at most the profiler's top K sites of each list, so a
 // build is small.
 func AllocsHandler(snap func() heapprofile.Snapshot) http.Handler {
-	sem := make(chan struct{}, MaxConcurrentBuilds)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
-		if r.Method == http.MethodHead {
-			if debug != 0 {
-				setTextHeaders(w.Header())
-			} else {
-				setAllocsDownloadHeaders(w.Header())
-			}
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		select {
-		case sem <- struct{}{}:
-			defer func() { <-sem }()
-		default:
-			w.Header().Set("Retry-After", strconv.Itoa(RetryAfterSeconds))
-			http.Error(w, "too many profiles being built; retry later", http.StatusServiceUnavailable)
-			return
-		}
-		var buf bytes.Buffer
-		if err := WriteAllocs(&buf, snap()); err != nil {
-			http.Error(w, "building the profile failed", http.StatusInternalServerError)
-			return
-		}
-		if debug != 0 {
-			writeTextResponse(w, &buf)
-			return
-		}
-		setAllocsDownloadHeaders(w.Header())
-		w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-		w.WriteHeader(http.StatusOK)
-		_, _ = buf.WriteTo(w) // the client went away: nothing to do
-	})
-}
-
-func setAllocsDownloadHeaders(h http.Header) {
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Disposition", `attachment; filename="gcprobe-allocs.pb.gz"`)
-	h.Set("X-Content-Type-Options", "nosniff")
+	return &handler{
+		build:    func(w io.Writer) error { return WriteAllocs(w, snap()) },
+		sem:      make(chan struct{}, MaxConcurrentBuilds),
+		filename: "gcprobe-allocs.pb.gz",
+	}
 }

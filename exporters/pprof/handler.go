@@ -43,8 +43,9 @@ func Handler(ledger *finalizerwatch.Watcher) http.Handler {
 
 type handler struct {
 	build        func(io.Writer) error // Write of the ledger; a hook for tests
-	buildSampled func(io.Writer) error // WriteSampled of the ledger
+	buildSampled func(io.Writer) error // WriteSampled of the ledger; nil for none
 	sem          chan struct{}         // one token per build in progress
+	filename     string                // the download's name; "" for finalizers.pb.gz
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -58,7 +59,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if debug != 0 {
 			setTextHeaders(w.Header())
 		} else {
-			setDownloadHeaders(w.Header())
+			h.setDownloadHeaders(w.Header())
 		}
 		w.WriteHeader(http.StatusOK)
 		return
@@ -86,7 +87,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeTextResponse(w, &buf)
 		return
 	}
-	setDownloadHeaders(w.Header())
+	h.setDownloadHeaders(w.Header())
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(http.StatusOK)
 	_, _ = buf.WriteTo(w) // the client went away: nothing to do
@@ -113,8 +114,12 @@ func setTextHeaders(h http.Header) {
 	h.Set("X-Content-Type-Options", "nosniff")
 }
 
-func setDownloadHeaders(h http.Header) {
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Disposition", `attachment; filename="finalizers.pb.gz"`)
-	h.Set("X-Content-Type-Options", "nosniff")
+func (h *handler) setDownloadHeaders(hd http.Header) {
+	name := h.filename
+	if name == "" {
+		name = "finalizers.pb.gz"
+	}
+	hd.Set("Content-Type", "application/octet-stream")
+	hd.Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	hd.Set("X-Content-Type-Options", "nosniff")
 }
