@@ -130,54 +130,38 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, sn *finalizerwatch
 		// of the ranking, the top K live.
 		total := c.total[k]
 		fillVec(total, &ks.Other)
-		rest := siteGauges(&ks.Other)
-		rest.growing = uint64(ks.Growing)
+		executed[k] = ks.Other.Executed
 		for i := range top {
 			addSite(total, &top[i])
-			rest.growing -= siteGauges(&top[i]).growing
+			executed[k] += top[i].Executed
 		}
-		executed[k] = total[vExecuted]
 		tracked[k] = ks.Tracked
 		c.members = c.other[k].update(top, ks.Ranked, total, c.otherVec, c.members)
 		kl := kind.String()
+		var vals siteValues
 		for j := range top {
 			m := c.members[j]
 			if m.labels == nil {
 				m.labels = siteLabels(c.d, kl, m.label)
 			}
-			c.sendSite(ch, m.labels, siteGauges(&top[j]), m.last)
+			vals.setGauges(&top[j])
+			c.sendSite(ch, m.labels, &vals, top[j].Resource, m.last)
 		}
 		// "other" exists once a kind has more sites than K; since ledger
 		// entries are never removed, it never goes away again.
 		if ks.Ranked > len(top) {
-			c.sendSite(ch, c.otherLabels[k], rest, c.otherVec)
+			vals.setOtherGauges(ks, top)
+			c.sendSite(ch, c.otherLabels[k], &vals, ks.Other.Resource, c.otherVec)
 		}
 	}
 }
 
 // sendSite sends the series of one site, or of "other", from its label
-// pairs, its gauges and its ledger vector v.
-func (c *Collector) sendSite(ch chan<- prometheus.Metric, labels []*dto.LabelPair, g gauges, v []uint64) {
-	newSiteMetrics(c.d, labels, g, v, c.bounds).send(ch)
-}
-
-// gauges are the per-site values that may go down: for "other", plain
-// sums over the sites outside the top K.
-type gauges struct {
-	outstanding, suspect uint64
-	growing              uint64 // 1 for a site classed growing; for "other", how many are
-	// resource names what a site registered through the standard library
-	// in the runtime build mode (finalizerwatch.SiteStats.Resource): its
-	// dropped_total series is sent, 0 or not, with this resource label.
-	resource string
-}
-
-func siteGauges(s *finalizerwatch.SiteStats) gauges {
-	g := gauges{outstanding: s.Outstanding, suspect: s.Suspect, resource: s.Resource}
-	if s.Class == finalizerwatch.ClassGrowing {
-		g.growing = 1
-	}
-	return g
+// pairs, the values of its gauges in vals, its resource and its ledger
+// vector v (its counters).
+func (c *Collector) sendSite(ch chan<- prometheus.Metric, labels []*dto.LabelPair, vals *siteValues, resource string, v []uint64) {
+	vals.setCounters(v)
+	newSiteMetrics(c.d, labels, vals, resource, v, c.bounds).send(ch)
 }
 
 // cumulative returns the cumulative bucket counts of per-bucket counts

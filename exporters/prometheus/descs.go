@@ -19,9 +19,10 @@ const (
 // descs are the collector's descriptors. They are immutable, so one set,
 // built on first use, serves every Collector.
 type descs struct {
-	// Per site (labels kind, site).
-	outstanding, registered, executed, cleared, suspect, growing, duration *prometheus.Desc
-	dropped                                                                *prometheus.Desc
+	// Per site (labels kind, site): site[i] is siteSeries[i]'s, with the
+	// label resource too where the row says so.
+	site     [numSiteSeries]*prometheus.Desc
+	duration *prometheus.Desc
 	// The callback running now at a site (labels kind, site).
 	running *prometheus.Desc
 	// The runtime's queues (label kind).
@@ -36,28 +37,12 @@ type descs struct {
 
 var descriptors = sync.OnceValue(func() *descs {
 	site := []string{labelKind, labelSite}
-	// dropped_total names what was dropped: the bounded set of types the
-	// standard library registers (finalizerwatch.Resource).
 	resource := []string{labelKind, "resource", labelSite}
 	kind := []string{labelKind}
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &descs{
-		outstanding: d("gcprobe_finalizers_outstanding",
-			"Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared.", site),
-		registered: d("gcprobe_finalizers_registered_total",
-			"Finalizers or cleanups registered at the site through the watcher.", site),
-		executed: d("gcprobe_finalizers_executed_total",
-			"Finalizers or cleanups registered at the site that ran to completion.", site),
-		cleared: d("gcprobe_finalizers_cleared_total",
-			"Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.", site),
-		dropped: d("gcprobe_finalizers_dropped_total",
-			"Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.", resource),
-		suspect: d("gcprobe_finalizers_suspect_objects",
-			"Outstanding registrations at the site that have survived at least the watcher's SuspectCycles GC cycles: leak suspects.", site),
-		growing: d("gcprobe_finalizers_growing",
-			"1 while the site's leak suspects keep reaching new highs (the finalizerwatch growth model classes it growing: a leak, or a cache still filling), 0 otherwise; under site=\"other\", the number of such sites outside the top K.", site),
+	ds := &descs{
 		duration: d("gcprobe_finalizer_duration_seconds",
 			"Run time of the finalizers or cleanups registered at the site.", site),
 
@@ -92,16 +77,24 @@ var descriptors = sync.OnceValue(func() *descs {
 		sitesTracked: d("gcprobe_sites_tracked",
 			"Call sites the watcher keeps a ledger for, its overflow entry not included.", kind),
 	}
+	for i, r := range siteSeries {
+		labels := site
+		if r.byResource {
+			labels = resource
+		}
+		ds.site[i] = d(r.name, r.help, labels)
+	}
+	return ds
 })
 
 // all lists every descriptor, for Describe.
 func (d *descs) all() []*prometheus.Desc {
-	return []*prometheus.Desc{
-		d.outstanding, d.registered, d.executed, d.cleared, d.suspect, d.growing, d.duration, d.dropped,
+	all := append(d.site[:len(d.site):len(d.site)], d.duration)
+	return append(all,
 		d.running,
 		d.queueLength, d.queueLatency, d.queued, d.runtimeExecuted, d.unwatched,
 		d.pause, d.forced, d.cpuFraction,
 		d.detector,
 		d.sitesOverflow, d.stacksOverflow, d.sitesTracked,
-	}
+	)
 }

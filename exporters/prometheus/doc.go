@@ -65,8 +65,10 @@
 //	gcprobe_stacks_overflow_total              counter    -           registration stacks not kept (stack table full)
 //	gcprobe_sites_tracked                      gauge      kind        sites with a ledger entry, the overflow entry not included
 //
-// The first eight come from the watcher's ledger and are always exported, as
-// are the last three. gcprobe_finalizer_running_seconds has one series per
+// The series from gcprobe_finalizers_outstanding to
+// gcprobe_finalizer_duration_seconds come from the watcher's ledger and are
+// always exported (gcprobe_finalizers_dropped_total where its line says),
+// as are the last three. gcprobe_finalizer_running_seconds has one series per
 // site with a callback running now, whatever the top K: finalizers run one
 // at a time and cleanups on a few goroutines, so they are few, and a
 // blocked one must be named even when its site ranks low. The queue, pause, forced-cycle and CPU series, and

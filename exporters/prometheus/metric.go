@@ -9,45 +9,58 @@ import (
 // as client_golang's const metrics, which rebuild their label pairs on
 // every call (six allocations for two labels) and sort their histogram
 // buckets out of a map: a site's label pairs are built once, when it joins
-// the top K, and all six series of a site come from one allocation per
-// Collect. Like a metric vector's children, successive metrics share their
+// the top K, and all the series of a site come from one allocation per
+// Collect (plus the label pairs with resource, for a site that sends
+// them). Like a metric vector's children, successive metrics share their
 // label pairs; nothing reads them but the registry's encoder.
 
 // siteLabels returns the label pairs (kind, site), sorted by name as the
 // registry wants them.
 func siteLabels(d *descs, kind, site string) []*dto.LabelPair {
-	return prometheus.MakeLabelPairs(d.outstanding, []string{kind, validLabel(site)})
+	return prometheus.MakeLabelPairs(d.duration, []string{kind, validLabel(site)})
 }
 
-// siteMetrics are the seven series of one site (or of "other") in one
-// Collect. They are written after Collect returns, by the registry, so a
-// new siteMetrics is made for each Collect; it is never reused.
+// siteMetrics are the series of one site (or of "other") in one Collect:
+// one per row of siteSeries, and the duration histogram. They are written
+// after Collect returns, by the registry, so a new siteMetrics is made for
+// each Collect; it is never reused.
 type siteMetrics struct {
-	scalar [6]scalarMetric
+	d      *descs
+	labels []*dto.LabelPair // kind, site
+	// withRes are labels with the label resource, for the rows of
+	// siteSeries that have it; nil if none of them is sent.
+	withRes []*dto.LabelPair
+	values  [numSiteSeries]float64
+	// scalar[i] is siteSeries[i]'s series; one with a nil sm is not sent
+	// (see siteSeriesDef.byResource).
+	scalar [numSiteSeries]scalarMetric
 	hist   histMetric
-	// dropped is sent for a site registered through the standard library
-	// (runtime build mode), and for "other" once it counts any.
-	dropped *scalarMetric
 }
 
-// scalarMetric is a counter or a gauge. The protobuf value Write hands
-// out is allocated there: a scalar holds no dto.Counter and dto.Gauge of
-// its own, most of which would go unused (they are the bulk of its size).
+// scalarMetric is a counter or a gauge: row i of siteSeries, of the site
+// of sm. It holds no more than that, as a site sends one per row in each
+// Collect: its descriptor, labels and value are sm's. The protobuf value
+// Write hands out is allocated there: a scalar holds no dto.Counter and
+// dto.Gauge of its own, most of which would go unused (they are the bulk
+// of its size).
 type scalarMetric struct {
-	desc   *prometheus.Desc
-	labels []*dto.LabelPair
-	value  float64
-	gauge  bool
+	sm *siteMetrics
+	i  int
 }
 
-func (m *scalarMetric) Desc() *prometheus.Desc { return m.desc }
+func (m *scalarMetric) Desc() *prometheus.Desc { return m.sm.d.site[m.i] }
 
 func (m *scalarMetric) Write(out *dto.Metric) error {
-	out.Label = m.labels
-	if m.gauge {
-		out.Gauge = &dto.Gauge{Value: &m.value}
+	r := &siteSeries[m.i]
+	out.Label = m.sm.labels
+	if r.byResource {
+		out.Label = m.sm.withRes
+	}
+	v := &m.sm.values[m.i]
+	if r.counter {
+		out.Counter = &dto.Counter{Value: v}
 	} else {
-		out.Counter = &dto.Counter{Value: &m.value}
+		out.Gauge = &dto.Gauge{Value: v}
 	}
 	return nil
 }
@@ -90,35 +103,23 @@ var (
 	_ prometheus.Metric = (*histMetric)(nil)
 )
 
-// newSiteMetrics fills the series of a site from its gauges and its ledger
-// vector v (see other.go), with the duration buckets' bounds.
-func newSiteMetrics(d *descs, labels []*dto.LabelPair, g gauges, v []uint64, bounds []float64) *siteMetrics {
-	sm := &siteMetrics{}
-	set := func(i int, desc *prometheus.Desc, value uint64, gauge bool) {
-		sm.scalar[i] = scalarMetric{desc: desc, labels: labels, value: float64(value), gauge: gauge}
-	}
-	set(0, d.outstanding, g.outstanding, true)
-	set(1, d.registered, v[vRegistered], false)
-	set(2, d.executed, v[vExecuted], false)
-	set(3, d.cleared, v[vCleared], false)
-	set(4, d.suspect, g.suspect, true)
-	set(5, d.growing, g.growing, true)
-	if g.resource != "" || v[vDropped] > 0 {
-		// labels are sorted by name (kind, site): resource goes between.
-		withRes := make([]*dto.LabelPair, 0, len(labels)+1)
-		name, value := "resource", validLabel(g.resource)
-		added := false
-		for _, l := range labels {
-			if !added && l.GetName() > name {
-				withRes = append(withRes, &dto.LabelPair{Name: &name, Value: &value})
-				added = true
+// newSiteMetrics fills the series of a site from the values of its
+// siteSeries vals, its resource (SiteStats.Resource) and its ledger vector
+// v (see other.go; the duration histogram's), with the duration buckets'
+// bounds.
+func newSiteMetrics(d *descs, labels []*dto.LabelPair, vals *siteValues, resource string, v []uint64, bounds []float64) *siteMetrics {
+	sm := &siteMetrics{d: d, labels: labels}
+	for i := range siteSeries {
+		if siteSeries[i].byResource {
+			if resource == "" && vals[i] == 0 {
+				continue
 			}
-			withRes = append(withRes, l)
+			if sm.withRes == nil {
+				sm.withRes = resourceLabels(labels, resource)
+			}
 		}
-		if !added {
-			withRes = append(withRes, &dto.LabelPair{Name: &name, Value: &value})
-		}
-		sm.dropped = &scalarMetric{desc: d.dropped, labels: withRes, value: float64(v[vDropped])}
+		sm.values[i] = float64(vals[i])
+		sm.scalar[i] = scalarMetric{sm: sm, i: i}
 	}
 
 	n := len(bounds)
@@ -142,13 +143,31 @@ func newSiteMetrics(d *descs, labels []*dto.LabelPair, g gauges, v []uint64, bou
 	return sm
 }
 
-// send sends the seven series.
+// send sends the series.
 func (sm *siteMetrics) send(ch chan<- prometheus.Metric) {
 	for i := range sm.scalar {
-		ch <- &sm.scalar[i]
+		if sm.scalar[i].sm != nil {
+			ch <- &sm.scalar[i]
+		}
 	}
 	ch <- &sm.hist
-	if sm.dropped != nil {
-		ch <- sm.dropped
+}
+
+// resourceLabels returns labels (kind, site) with the label resource
+// added, sorted by name as the registry wants them: resource goes between.
+func resourceLabels(labels []*dto.LabelPair, resource string) []*dto.LabelPair {
+	withRes := make([]*dto.LabelPair, 0, len(labels)+1)
+	name, value := "resource", validLabel(resource)
+	added := false
+	for _, l := range labels {
+		if !added && l.GetName() > name {
+			withRes = append(withRes, &dto.LabelPair{Name: &name, Value: &value})
+			added = true
+		}
+		withRes = append(withRes, l)
 	}
+	if !added {
+		withRes = append(withRes, &dto.LabelPair{Name: &name, Value: &value})
+	}
+	return withRes
 }

@@ -6,16 +6,13 @@ import (
 )
 
 // A ledger vector holds the counters of a site (or a sum of sites) that
-// must never go down once exported: the three counters and the duration
+// must never go down once exported: the counter rows of siteSeries, each
+// at its row's index (a gauge row's slot stays 0), and the duration
 // histogram, in integers so that sums and differences are exact (the
-// histogram's sum in nanoseconds). Its length is vecLen(buckets).
+// histogram's sum in nanoseconds). Its length is vecLen(bounds).
 const (
-	vRegistered = iota
-	vExecuted
-	vCleared
-	vDropped
-	vDurCount
-	vDurSumNs
+	vDurCount   = numSiteSeries + iota
+	vDurSumNs   // the histogram's sum, nanoseconds
 	vDurBuckets // first of len(bounds)+1 per-bucket (not cumulative) counts
 )
 
@@ -31,10 +28,12 @@ func fillVec(v []uint64, s *finalizerwatch.SiteStats) {
 // is written for speed: no intermediate vector, no bounds checks in the
 // bucket loop.
 func addSite(v []uint64, s *finalizerwatch.SiteStats) {
-	v[vRegistered] += s.Registered
-	v[vExecuted] += s.Executed
-	v[vCleared] += s.Cleared
-	v[vDropped] += s.Dropped
+	c := v[:numSiteSeries]
+	for i := range siteSeries {
+		if r := &siteSeries[i]; r.counter {
+			c[i] += r.value(s)
+		}
+	}
 	v[vDurCount] += s.Duration.Count
 	v[vDurSumNs] += sumNs(s.Duration.Sum)
 	counts := s.Duration.Counts

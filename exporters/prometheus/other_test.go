@@ -78,8 +78,8 @@ func (l *simLedger) snapshot() []finalizerwatch.SiteStats {
 }
 
 // counterValues extracts, per kind and site, every monotonic value the
-// collector exports for the site: the three counters, the duration count,
-// sum and cumulative buckets.
+// collector exports for the site: the counters of siteSeries (those sent
+// for every site), the duration count, sum and cumulative buckets.
 func counterValues(fams map[string]*dto.MetricFamily) map[[2]string][]float64 {
 	out := map[[2]string][]float64{}
 	add := func(m *dto.Metric, v ...float64) {
@@ -88,8 +88,11 @@ func counterValues(fams map[string]*dto.MetricFamily) map[[2]string][]float64 {
 		out[key] = append(out[key], v...)
 	}
 	// Families in a fixed order, so that the vectors line up.
-	for _, name := range []string{"gcprobe_finalizers_registered_total", "gcprobe_finalizers_executed_total", "gcprobe_finalizers_cleared_total"} {
-		for _, m := range fams[name].GetMetric() {
+	for _, r := range siteSeries {
+		if !r.counter || r.byResource {
+			continue
+		}
+		for _, m := range fams[r.name].GetMetric() {
 			add(m, m.GetCounter().GetValue())
 		}
 	}

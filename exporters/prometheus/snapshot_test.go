@@ -61,10 +61,7 @@ func snapshotOf(dst *finalizerwatch.Snapshot, sites []finalizerwatch.SiteStats, 
 				continue
 			}
 			o := &ks.Other
-			o.Registered += s.Registered
-			o.Executed += s.Executed
-			o.Cleared += s.Cleared
-			o.Outstanding += s.Outstanding
+			o.Counts.Add(s.Counts)
 			o.Suspect += s.Suspect
 			o.Growth += s.Growth
 			o.Class = max(o.Class, s.Class)

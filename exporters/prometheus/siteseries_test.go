@@ -1,0 +1,75 @@
+package promexporter
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// The package documentation's series table lists every per-site series.
+func TestDocListsSiteSeries(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range siteSeries {
+		if !regexp.MustCompile(`(?m)^//\t` + regexp.QuoteMeta(r.name) + ` `).Match(doc) {
+			t.Errorf("doc.go's series table lacks %s", r.name)
+		}
+	}
+}
+
+// The dropped series has the labels kind, resource and site, in that
+// order, and is sent for a site registered through the standard library
+// (0 or not), for any site that counts drops, and for "other" once it
+// counts any; its resource is "" under "other".
+func TestDroppedSeries(t *testing.T) {
+	site := func(kind finalizerwatch.Kind, fn, resource string, registered, dropped uint64) finalizerwatch.SiteStats {
+		bounds := finalizerwatch.DurationBounds()
+		return finalizerwatch.SiteStats{
+			Kind:     kind,
+			Site:     stackcapture.Frame{Function: "example.com/app." + fn, File: "/src/app/f.go", Line: 10},
+			Resource: resource,
+			Counts: finalizerwatch.Counts{Registered: registered, Executed: dropped, Dropped: dropped,
+				Outstanding: registered - dropped},
+			Duration: finalizerwatch.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)},
+		}
+	}
+	c := newCollector(t, WithWatcher(newWatcher(t)), WithTopK(3))
+	setSites(c, func() []finalizerwatch.SiteStats {
+		return []finalizerwatch.SiteStats{
+			site(finalizerwatch.KindFinalizer, "open", "os.File", 40, 0),  // through the standard library, none dropped yet
+			site(finalizerwatch.KindFinalizer, "dial", "net.Conn", 30, 2), // dropped
+			site(finalizerwatch.KindFinalizer, "mine", "", 20, 0),         // the site's own: no series
+			site(finalizerwatch.KindFinalizer, "rest", "os.File", 10, 4),  // outside the top 3: under "other"
+			site(finalizerwatch.KindCleanup, "mine", "", 5, 0),            // no series
+		}
+	})
+	want := `
+# HELP gcprobe_finalizers_dropped_total Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.
+# TYPE gcprobe_finalizers_dropped_total counter
+gcprobe_finalizers_dropped_total{kind="finalizer",resource="",site="other"} 4
+gcprobe_finalizers_dropped_total{kind="finalizer",resource="net.Conn",site="example.com/app.dial /src/app/f.go:10"} 2
+gcprobe_finalizers_dropped_total{kind="finalizer",resource="os.File",site="example.com/app.open /src/app/f.go:10"} 0
+`
+	for range 2 {
+		if err := testutil.CollectAndCompare(c, strings.NewReader(want), "gcprobe_finalizers_dropped_total"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The label pairs, sorted by name as the registry wants them.
+	for _, m := range gather(t, c)["gcprobe_finalizers_dropped_total"].GetMetric() {
+		var names []string
+		for _, l := range m.GetLabel() {
+			names = append(names, l.GetName())
+		}
+		if got := strings.Join(names, ","); got != "kind,resource,site" {
+			t.Errorf("label pairs %s, want kind,resource,site", got)
+		}
+	}
+}
