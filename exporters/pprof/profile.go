@@ -79,8 +79,39 @@ func ledgerBuilder(ledger *finalizerwatch.Watcher) *builder {
 	return b
 }
 
-// ledgerTypes are Profile's sample types.
-var ledgerTypes = []string{SampleOutstanding, SampleSuspect, SampleRegistered, SampleGrowth}
+// ledgerSamples are Profile's sample types, in the order of Sample.Value,
+// and the value of each at a ledger entry: the one list of them, which
+// ledgerTypes and addEntries read. A per-site counter added to
+// finalizerwatch.Counts is shown in the profile by adding its row here
+// (and its name to the package documentation).
+var ledgerSamples = [...]struct {
+	typ   string
+	value func(*finalizerwatch.Entry) uint64
+}{
+	{SampleOutstanding, func(e *finalizerwatch.Entry) uint64 { return e.Outstanding }},
+	{SampleSuspect, func(e *finalizerwatch.Entry) uint64 { return e.Suspect }},
+	{SampleRegistered, func(e *finalizerwatch.Entry) uint64 { return e.Registered }},
+	{SampleGrowth, entryGrowth},
+}
+
+// entryGrowth is SampleGrowth's value: the growth of an entry classed
+// growing, 0 at any other.
+func entryGrowth(e *finalizerwatch.Entry) uint64 {
+	if e.Class == finalizerwatch.ClassGrowing {
+		return e.Growth
+	}
+	return 0
+}
+
+// ledgerTypes are Profile's sample types, those of ledgerSamples: made
+// once, as every profile shares them.
+var ledgerTypes = func() []string {
+	types := make([]string, len(ledgerSamples))
+	for i, s := range ledgerSamples {
+		types[i] = s.typ
+	}
+	return types
+}()
 
 var snapshots = sync.Pool{New: func() any { return new(finalizerwatch.Snapshot) }}
 
@@ -321,7 +352,7 @@ func (b *builder) addFrames(kind finalizerwatch.Kind, frames []stackcapture.Fram
 
 // addEntries adds the samples of entries.
 func (b *builder) addEntries(entries []finalizerwatch.Entry) {
-	var values [4]int64
+	var values [len(ledgerSamples)]int64
 	for i := range entries {
 		e := &entries[i]
 		b.stack = b.stack[:0]
@@ -335,11 +366,9 @@ func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 			}
 			b.stack = append(b.stack, b.retLocations(pc, next)...)
 		}
-		var growth uint64
-		if e.Class == finalizerwatch.ClassGrowing {
-			growth = e.Growth
+		for j := range ledgerSamples {
+			values[j] = clampInt64(ledgerSamples[j].value(e))
 		}
-		values = [4]int64{clampInt64(e.Outstanding), clampInt64(e.Suspect), clampInt64(e.Registered), clampInt64(growth)}
 		b.addSample(e.Kind, values[:])
 	}
 }
