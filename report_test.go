@@ -12,6 +12,7 @@ import (
 
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/stackcapture"
 )
 
 // fmt prints a Report as its table; the table says when it is too early to
@@ -86,5 +87,39 @@ func TestReportShowsFinalizersClearedOutside(t *testing.T) {
 	}
 	if want := "finalizers found cleared or replaced outside finalizerwatch (runtime.SetFinalizer called directly): 1\n"; !strings.Contains(r.String(), want) {
 		t.Fatalf("the table lacks %q:\n%s", want, r)
+	}
+}
+
+// The Report's tables: each kind's watched totals in the queue table, and
+// each top site's counters, with their headers, as WriteTo lays them out.
+func TestReportTables(t *testing.T) {
+	site := func(fn string, line int, kind finalizerwatch.Kind, c finalizerwatch.Counts, suspect uint64) finalizerwatch.SiteStats {
+		return finalizerwatch.SiteStats{Kind: kind, Site: stackcapture.Frame{Function: "example.com/app." + fn, File: "/src/app/f.go", Line: line},
+			Counts: c, Suspect: suspect}
+	}
+	leak := site("leak", 10, finalizerwatch.KindFinalizer, finalizerwatch.Counts{Registered: 1200, Executed: 3, Cleared: 1, Outstanding: 1196}, 1100)
+	leak.Class, leak.Growth = finalizerwatch.ClassGrowing, 250
+	file := site("open", 20, finalizerwatch.KindCleanup, finalizerwatch.Counts{Registered: 40, Executed: 12, Dropped: 7, Outstanding: 28}, 5)
+	file.Class, file.Resource = finalizerwatch.ClassStable, "os.File"
+	r := probe.Report{
+		Time:       time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Finalizers: finalizerwatch.Totals{Kind: finalizerwatch.KindFinalizer, Sites: 3, Counts: finalizerwatch.Counts{Registered: 1500, Executed: 290, Cleared: 10, ClearedOutside: 2, Outstanding: 1200}, Suspect: 1101},
+		Cleanups:   finalizerwatch.Totals{Kind: finalizerwatch.KindCleanup, Sites: 1, Counts: finalizerwatch.Counts{Registered: 40, Executed: 12, Dropped: 7, Outstanding: 28}, Suspect: 5},
+		Top:        []finalizerwatch.SiteStats{leak, file},
+	}
+	got := r.String()
+	for _, want := range []string{
+		"queue       length  growth/s  latency  watched: registered  outstanding  suspect  \n" +
+			"finalizers  0       +0.0      0s       1500                 1200         1101     \n" +
+			"cleanups    0       +0.0      0s       40                   28           5        \n",
+		"finalizers found cleared or replaced outside finalizerwatch (runtime.SetFinalizer called directly): 2\n",
+		"top sites                               kind       class    growth  registered  executed  outstanding  suspect  \n" +
+			"example.com/app.leak f.go:10            finalizer  growing  +250    1200        3         1196         1100     \n" +
+			"example.com/app.open f.go:20 (os.File)  cleanup    stable   -       40          12        28           5        \n" +
+			"dropped without Close: 7 os.File opened at example.com/app.open f.go:20 were garbage-collected without Close (a descriptor leak at that line)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the report lacks\n%s\nin\n%s", want, got)
+		}
 	}
 }
