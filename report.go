@@ -98,14 +98,29 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 		bytesString(g.HeapLive), bytesString(g.HeapGoal), 100*g.GCCPUFraction)
 	fmt.Fprintf(&b, "GC pauses over %d cycles: p50 %v  p99 %v  max %v\n", g.PauseWindow, g.PauseP50, g.PauseP99, g.PauseMax)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "queue\tlength\tgrowth/s\tlatency\twatched: registered\toutstanding\tsuspect\t")
+	fmt.Fprint(tw, "queue\tlength\tgrowth/s\tlatency\t")
+	watched := "watched: "
+	for _, c := range reportColumns {
+		if c.totals {
+			fmt.Fprintf(tw, "%s%s\t", watched, c.name)
+			watched = ""
+		}
+	}
+	fmt.Fprintln(tw)
 	for _, q := range []struct {
 		name string
 		q    memstats.Queue
 		t    finalizerwatch.Totals
 	}{{"finalizers", g.Finalizers, r.Finalizers}, {"cleanups", g.Cleanups, r.Cleanups}} {
-		fmt.Fprintf(tw, "%s\t%d\t%+.1f\t%v\t%d\t%d\t%d\t\n", q.name, q.q.Length, q.q.GrowthPerSecond,
-			q.q.Latency.Round(time.Microsecond), q.t.Registered, q.t.Outstanding, q.t.Suspect)
+		fmt.Fprintf(tw, "%s\t%d\t%+.1f\t%v\t", q.name, q.q.Length, q.q.GrowthPerSecond, q.q.Latency.Round(time.Microsecond))
+		// The columns read a SiteStats: the kind's, as far as Totals has it.
+		t := finalizerwatch.SiteStats{Kind: q.t.Kind, Counts: q.t.Counts, Suspect: q.t.Suspect}
+		for _, c := range reportColumns {
+			if c.totals {
+				fmt.Fprintf(tw, "%d\t", c.value(&t))
+			}
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	if r.RuntimeMode {
@@ -137,7 +152,11 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	if len(r.Top) > 0 {
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "top sites\tkind\tclass\tgrowth\tregistered\texecuted\toutstanding\tsuspect\t")
+		fmt.Fprint(tw, "top sites\tkind\tclass\tgrowth\t")
+		for _, c := range reportColumns {
+			fmt.Fprintf(tw, "%s\t", c.name)
+		}
+		fmt.Fprintln(tw)
 		for _, s := range r.Top {
 			growth := "-"
 			if s.Class == finalizerwatch.ClassGrowing {
@@ -147,8 +166,12 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 			if s.Resource != "" {
 				res = " (" + s.Resource + ")"
 			}
-			fmt.Fprintf(tw, "%s %s:%d%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t\n", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line, res,
-				s.Kind, s.Class, growth, s.Registered, s.Executed, s.Outstanding, s.Suspect)
+			fmt.Fprintf(tw, "%s %s:%d%s\t%s\t%s\t%s\t", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line, res,
+				s.Kind, s.Class, growth)
+			for _, c := range reportColumns {
+				fmt.Fprintf(tw, "%d\t", c.value(&s))
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 		for _, s := range r.Top {
@@ -163,6 +186,22 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	n, err := w.Write(b.Bytes())
 	return int64(n), err
+}
+
+// reportColumns are the counters WriteTo shows, in their order: every one
+// in the top sites table, and those marked totals, of each kind, in the
+// queue table's watched columns. A per-site counter added to
+// finalizerwatch.Counts is in the Report's Top and totals already; adding
+// its row here shows it in the tables.
+var reportColumns = [...]struct {
+	name   string
+	totals bool
+	value  func(*finalizerwatch.SiteStats) uint64
+}{
+	{"registered", true, func(s *finalizerwatch.SiteStats) uint64 { return s.Registered }},
+	{"executed", false, func(s *finalizerwatch.SiteStats) uint64 { return s.Executed }},
+	{"outstanding", true, func(s *finalizerwatch.SiteStats) uint64 { return s.Outstanding }},
+	{"suspect", true, func(s *finalizerwatch.SiteStats) uint64 { return s.Suspect }},
 }
 
 func bytesString(n uint64) string {
