@@ -120,7 +120,14 @@ func TestOtherIsMonotonic(t *testing.T) {
 	totals := func() map[string][]float64 {
 		out := map[string][]float64{}
 		for _, s := range l.sites {
-			v := []float64{float64(s.Registered), float64(s.Executed), float64(s.Cleared), float64(s.Duration.Count), s.Duration.Sum}
+			// In counterValues's order.
+			var v []float64
+			for _, r := range siteSeries {
+				if r.counter && !r.byResource {
+					v = append(v, float64(r.value(&s)))
+				}
+			}
+			v = append(v, float64(s.Duration.Count), s.Duration.Sum)
 			var cum uint64
 			for _, n := range s.Duration.Counts[:len(s.Duration.Counts)-1] {
 				cum += n
