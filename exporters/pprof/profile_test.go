@@ -172,9 +172,11 @@ func TestBuilderWithoutPCs(t *testing.T) {
 	f := func(fn string, line int) stackcapture.Frame {
 		return stackcapture.Frame{Function: fn, File: "/src/app/a.go", Line: line}
 	}
-	b.addFrames(finalizerwatch.KindFinalizer, []stackcapture.Frame{f("app.a", 1), f("app.main", 9)}, []int64{1, 0, 2, 0})
-	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("app.b", 2), f("app.main", 9)}, []int64{0, 0, 1, 0})
-	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("", 0)}, []int64{0, 0, 0, 0}) // no stack, unknown site
+	// Values for every sample type, the first ones given.
+	values := func(v ...int64) []int64 { return append(v, make([]int64, len(ledgerTypes)-len(v))...) }
+	b.addFrames(finalizerwatch.KindFinalizer, []stackcapture.Frame{f("app.a", 1), f("app.main", 9)}, values(1, 0, 2))
+	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("app.b", 2), f("app.main", 9)}, values(0, 0, 1))
+	b.addFrames(finalizerwatch.KindCleanup, []stackcapture.Frame{f("", 0)}, values()) // no stack, unknown site
 	p := b.decode()
 	if err := p.CheckValid(); err != nil {
 		t.Fatal(err)
