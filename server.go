@@ -35,9 +35,16 @@ const (
 	// idle between requests or is slow to send its header); if every
 	// place serves a request, the new ones wait in the kernel's accept
 	// queue, costing the program nothing (a scrape waits rather than
-	// fails). Once more than half of them are open, each response
-	// closes its connection instead of keeping it alive, so that busy
-	// clients take turns rather than hold every place.
+	// fails). Only a connection whose server waits for its client is
+	// evicted, never one whose request the program was slow to read. A
+	// connection a client opened and left unused is silent: net/http's
+	// Transport may keep one it dialled for a request that another
+	// connection served, and a request it later sends on it after an
+	// eviction fails without a retry. Once more than half of them are
+	// open, each response closes its connection instead of keeping it
+	// alive, so that busy clients take turns rather than hold every
+	// place. For many concurrent clients, mount Handler in a server of
+	// your own.
 	MaxListenerConns = 32
 	// ListenerIdleTimeout is how long the listener of WithListenAddr keeps
 	// an idle keep-alive connection open.
@@ -324,36 +331,54 @@ func (l *limitListener) Accept() (net.Conn, error) {
 }
 
 // evictable returns the connection without a request in progress to give
-// its place to a new one, or, if none may yet, how long until the first
-// may (0: none may until a request ends, which wakes Accept). A connection
-// idle between requests goes first, after evictGrace: an HTTP client
-// retries a request on a kept-alive connection that the server closed.
-// Then one whose client has sent nothing (as far as the server has read
-// and the kernel holds), after evictGrace; then one whose request's header
-// is still coming in, after headerGrace. Among equals, the one furthest
-// past its grace goes.
+// its place to a new one, or, if none may yet, how long until Accept
+// should look again (0: none may until a request ends, which wakes it).
+//
+// Only a connection whose server waits for its client may go: one the
+// server's goroutine is reading from (or has not begun to read, in a
+// connection whose client has sent nothing) while the kernel holds nothing
+// from the client for it. A place is never taken from a client because the
+// program was slow: under a CPU-bound load the connection's goroutine may
+// wait a second or more to be scheduled, and a scrape whose request
+// already waits in the kernel, or whose header the server is parsing, was
+// evicted after headerGrace and failed with EOF (issue 26, item 14).
+//
+// A connection idle between requests goes first, after evictGrace: an HTTP
+// client retries a request on a kept-alive connection that the server
+// closed. Then one whose client has sent nothing, after evictGrace; then
+// one whose request's header is still coming in, after headerGrace. Among
+// equals, the one furthest past its grace goes.
 func (l *limitListener) evictable(now time.Time) (*limitConn, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var victim *limitConn
 	var victimRank int
 	var overdue, wait time.Duration
+	later := func(d time.Duration) {
+		if wait == 0 || d < wait {
+			wait = d
+		}
+	}
 	for c := range l.open {
-		if c.serving {
+		if c.serving || c.state == http.StateActive {
 			continue
 		}
 		rank, grace := 0, evictGrace
 		if c.state != http.StateIdle {
 			rank = 1
-			if c.spoke() {
+			if c.consumed.Load() > 0 {
 				rank, grace = 2, headerGrace
 			}
 		}
 		d := now.Sub(c.since.Add(grace))
 		if d < 0 {
-			if wait == 0 || -d < wait {
-				wait = -d
-			}
+			later(-d)
+			continue
+		}
+		if !c.waitsForClient() {
+			// The server is behind, not the client; it will read,
+			// parse and serve, or soon wait: look again then.
+			later(recheckEvery)
 			continue
 		}
 		if victim == nil || rank < victimRank || rank == victimRank && d > overdue {
@@ -362,6 +387,11 @@ func (l *limitListener) evictable(now time.Time) (*limitConn, time.Duration) {
 	}
 	return victim, wait
 }
+
+// recheckEvery is how often a full Accept looks again for a connection
+// that may be evicted while some are past their grace but their server
+// has not caught up with what the client sent.
+const recheckEvery = 50 * time.Millisecond
 
 // connState is the server's ConnState hook: it follows each connection
 // from new (nothing read) to active (a request is coming in) to idle
@@ -417,28 +447,62 @@ type limitConn struct {
 	l       *limitListener
 	once    sync.Once
 	state   http.ConnState
-	since   time.Time   // when it entered state
-	serving bool        // a handler has begun on its current request
-	read    atomic.Bool // the server has read bytes from it
+	since   time.Time // when it entered state
+	serving bool      // a handler has begun on its current request
+	// reading is set while the server is in Read on the connection
+	// (waiting for bytes, or taking them); consumed counts the bytes its
+	// Reads returned, noted after reading is cleared.
+	reading  atomic.Bool
+	consumed atomic.Uint64
 }
 
-// Read reads from the connection and notes that the client has spoken.
+// Read reads from the connection, noting that the server waits in it and
+// what it took.
 func (c *limitConn) Read(b []byte) (int, error) {
+	c.reading.Store(true)
 	n, err := c.Conn.Read(b)
-	if n > 0 && !c.read.Load() {
-		c.read.Store(true)
+	c.reading.Store(false)
+	if n > 0 {
+		c.consumed.Add(uint64(n))
 	}
 	return n, err
 }
 
 // spoke reports whether the client has sent anything on c: read by the
-// server, or waiting in the kernel to be read.
+// server, or received by the kernel.
 func (c *limitConn) spoke() bool {
-	if c.read.Load() {
+	if c.consumed.Load() > 0 {
+		return true
+	}
+	if n, known := bytesReceived(c.Conn); known && n > 0 {
 		return true
 	}
 	spoke, _ := peekSpoke(c.Conn)
 	return spoke
+}
+
+// waitsForClient reports whether the server waits for c's client: it is
+// in Read on c (or has read nothing from it yet), and has taken and noted
+// every byte the client sent. The kernel's count of received bytes
+// (bytesReceived) decides where the system gives it: a goroutine preempted
+// between taking a request's bytes and noting them still shows as in Read,
+// with nothing left in the kernel, but its count lags the kernel's. Where
+// the kernel does not count, nothing waiting in the kernel (peekSpoke) and
+// being in Read decide: a server goroutine woken by the client's bytes is
+// in Read until it is scheduled, with the bytes still in the kernel.
+func (c *limitConn) waitsForClient() bool {
+	reading := c.reading.Load()
+	consumed := c.consumed.Load()
+	if !reading && consumed > 0 {
+		return false // parsing a header, or about to read again
+	}
+	if pending, known := peekSpoke(c.Conn); known && pending {
+		return false
+	}
+	if received, known := bytesReceived(c.Conn); known && received != consumed {
+		return false // the server took bytes it has not noted yet
+	}
+	return true
 }
 
 func (c *limitConn) Close() error {
