@@ -8,8 +8,8 @@ import "math/bits"
 // all again to build the string table and encode them, which cost more
 // than reading the ledger (a profile of 1 000 sites: 1.6 ms, of which the
 // profile package's encoding and its garbage were over half). Profile and
-// SampledProfile, which return a profile.Profile, parse what is encoded
-// here, so there is one way a profile is made.
+// SampledProfile, which return a profile.Profile, decode what is encoded
+// here (decode.go), so there is one way a profile is made.
 //
 // The messages and field numbers are those of profile.proto
 // (github.com/google/pprof/proto/profile.proto):

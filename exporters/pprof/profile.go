@@ -47,6 +47,11 @@ const LabelKind = "kind"
 // program counter (the overflow entry's) gets a synthetic address, below
 // any real one.
 //
+// Samples with the same labels (every sample of a kind) share one Label
+// map, and its value list: a caller that changes one sample's labels gives
+// it a map of its own first. The profile package's own label methods
+// (SetLabel, RemoveLabel) change every sample alike, and Merge copies.
+//
 // It is what Write encodes, decoded: a caller that only writes the
 // profile out should call Write, which skips the decoding. Should the
 // decoding fail (a bug in this package), the profile has no samples and a
@@ -308,7 +313,7 @@ func (b *builder) encode() []byte {
 
 // decode returns the profile as a profile.Profile.
 func (b *builder) decode() *profile.Profile {
-	p, err := profile.ParseUncompressed(b.encode())
+	p, err := decodeProfile(b.encode())
 	if err != nil {
 		// The encoding is this package's; a profile it cannot read back
 		// is a bug here, reported where the profile is read rather than
