@@ -11,8 +11,9 @@ import (
 )
 
 // ledgerOf returns a watcher whose ledger has n entries (distinct stacks
-// of one site), their objects kept alive until the benchmark ends.
-func ledgerOf(b *testing.B, n int) *finalizerwatch.Watcher {
+// of one site), their objects kept alive until the benchmark (or test)
+// ends.
+func ledgerOf(b testing.TB, n int) *finalizerwatch.Watcher {
 	b.Helper()
 	w, err := finalizerwatch.New(finalizerwatch.WithFullStacks(true),
 		finalizerwatch.WithMaxSites(2*n), finalizerwatch.WithMaxStacks(2*n))

@@ -221,3 +221,20 @@ func TestProfileSharesLabelMaps(t *testing.T) {
 		t.Errorf("cleanup sample's kind %q", got)
 	}
 }
+
+// TestProfileAllocations: Profile allocates a few slices per profile and
+// a label map per kind, not objects per sample (ParseUncompressed made
+// some seven per sample: 7 100 here), so its allocations do not grow
+// with the ledger.
+func TestProfileAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops pooled builders and snapshots")
+	}
+	for _, n := range []int{100, 1000} {
+		w := ledgerOf(t, n)
+		Profile(w) // the pools' first builder and snapshot
+		if got := testing.AllocsPerRun(5, func() { Profile(w) }); got > 40 {
+			t.Errorf("Profile of %d sites: %.0f allocations, want at most 40", n, got)
+		}
+	}
+}

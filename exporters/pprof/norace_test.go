@@ -1,0 +1,5 @@
+//go:build !race
+
+package pprofexporter
+
+const raceEnabled = false
