@@ -126,13 +126,17 @@ type profileSizes struct {
 	values                int // values in all samples
 	locs, lines, funcs    int
 	strs, strBytes        int // string table entries and their bytes
+	// strsAt is the offset of the first string table entry: the builder
+	// encodes the table last, so that readStrings skips the samples.
+	strsAt int
 }
 
 // count returns the sizes of the profile encoded in data.
 func count(data []byte) (profileSizes, error) {
 	var n profileSizes
 	r := fieldReader{b: data}
-	for r.next() {
+	// at is the offset of the field read.
+	for at := 0; r.next(); at = len(data) - len(r.b) {
 		switch r.field {
 		case fProfileSampleType:
 			if r.want(wireBytes) {
@@ -179,6 +183,9 @@ func count(data []byte) (profileSizes, error) {
 			}
 		case fProfileStringTable:
 			if r.want(wireBytes) {
+				if n.strs == 0 {
+					n.strsAt = at
+				}
 				n.strs++
 				n.strBytes += len(r.msg)
 			}
@@ -222,7 +229,7 @@ func decodeProfile(data []byte) (*profile.Profile, error) {
 		lines:  make([]profile.Line, n.lines),
 		funcs:  make([]profile.Function, n.funcs),
 	}
-	d.readStrings(data, n.strBytes)
+	d.readStrings(data[n.strsAt:], n.strBytes)
 	if len(d.strs) == 0 || d.strs[0] != "" {
 		// As ParseUncompressed: string 0 is the empty string, which
 		// every unset string field refers to.
@@ -295,8 +302,8 @@ type decoder struct {
 	err error // the first error; nothing is read after it
 }
 
-// readStrings reads the string table of data, strBytes long in all, into
-// d.strs: the strings share one allocation.
+// readStrings reads the string table of data (from its first entry on),
+// strBytes long in all, into d.strs: the strings share one allocation.
 func (d *decoder) readStrings(data []byte, strBytes int) {
 	var sb strings.Builder
 	sb.Grow(strBytes)
