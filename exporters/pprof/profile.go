@@ -360,17 +360,22 @@ func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 	var values [len(ledgerSamples)]int64
 	for i := range entries {
 		e := &entries[i]
-		b.stack = b.stack[:0]
+		// The stack is built in a local and stored in b once per entry:
+		// a slice stored in b (on the heap) takes a write barrier while
+		// the GC marks, and this runs for every PC (some 300 000 in a
+		// profile of 10 000 sites).
+		stack := b.stack[:0]
 		if e.PCs == nil {
-			b.stack = append(b.stack, b.location(&e.Site))
+			stack = append(stack, b.location(&e.Site))
 		}
 		for j, pc := range e.PCs {
 			var next uintptr
 			if j+1 < len(e.PCs) {
 				next = e.PCs[j+1]
 			}
-			b.stack = append(b.stack, b.retLocations(pc, next)...)
+			stack = append(stack, b.retLocations(pc, next)...)
 		}
+		b.stack = stack
 		for j := range ledgerSamples {
 			values[j] = clampInt64(ledgerSamples[j].value(e))
 		}
