@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/gcprobe/probe/finalizerwatch"
@@ -39,6 +40,19 @@ func TestDecodeMatchesParse(t *testing.T) {
 			}
 			t.Cleanup(w.Close)
 			return ledgerBuilder(w)
+		}},
+		{"sampled stacks", func(t *testing.T) *builder {
+			w, err := finalizerwatch.New(finalizerwatch.WithStackSampleRate(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(w.Close)
+			keep := []*sampledObj{{}, {}, {}}
+			sampledPathA(w, keep[0])
+			sampledPathB(w, keep[1])
+			sampledPathB(w, keep[2])
+			t.Cleanup(func() { runtime.KeepAlive(keep) })
+			return sampledBuilder(w)
 		}},
 		{"frames without PCs", func(*testing.T) *builder {
 			b := newBuilder(sampledTypes, SampleOutstanding)
