@@ -311,7 +311,9 @@ type decoder struct {
 	// functions.
 	nSamples, nLocIDs, nValues, nLocs, nLines, nFuncs int
 
-	err error // the first error; nothing is read after it
+	// The first error, which decodeProfile returns instead of the
+	// profile (what follows it is read, to no use).
+	err error
 }
 
 // readStrings reads the string table of data (from its first entry on),
