@@ -469,12 +469,9 @@ func (c *limitConn) Read(b []byte) (int, error) {
 }
 
 // spoke reports whether the client has sent anything on c: read by the
-// server, or received by the kernel.
+// server, or waiting in the kernel to be read.
 func (c *limitConn) spoke() bool {
 	if c.consumed.Load() > 0 {
-		return true
-	}
-	if n, known := bytesReceived(c.Conn); known && n > 0 {
 		return true
 	}
 	spoke, _ := peekSpoke(c.Conn)
@@ -496,13 +493,12 @@ func (c *limitConn) waitsForClient() bool {
 	if !reading && consumed > 0 {
 		return false // parsing a header, or about to read again
 	}
-	if pending, known := peekSpoke(c.Conn); known && pending {
-		return false
+	if received, known := bytesReceived(c.Conn); known {
+		// Bytes waiting in the kernel, or taken and not yet noted.
+		return received == consumed
 	}
-	if received, known := bytesReceived(c.Conn); known && received != consumed {
-		return false // the server took bytes it has not noted yet
-	}
-	return true
+	pending, known := peekSpoke(c.Conn)
+	return !(known && pending)
 }
 
 func (c *limitConn) Close() error {
