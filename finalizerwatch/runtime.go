@@ -153,11 +153,34 @@ func fromPC(pcs []uintptr, pc uintptr) []uintptr {
 	return pcs
 }
 
-//go:noinline
-func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 { return rtRegister(KindFinalizer, typ, pc) }
+// rtFinalizerSet and rtCleanupAdd are the registration hooks. A
+// registration at a return PC the cache knows (a line that registered
+// before, in the user's or a dependency's code) takes the fast path: a
+// cache load, a clock load and the entry's one atomic add (register).
+// Nothing on it can panic (every pointer it follows is set before the
+// record is published), so it runs without rtRegister's deferred recover;
+// every other registration goes to rtRegister.
+func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 {
+	if c := rtPCs[KindFinalizer][rtPCSlot(pc)].Load(); c != nil && c.pc == pc {
+		return c.register()
+	}
+	return rtRegister(KindFinalizer, typ, pc)
+}
 
-//go:noinline
-func rtCleanupAdd(typ unsafe.Pointer, pc uintptr) uint64 { return rtRegister(KindCleanup, typ, pc) }
+func rtCleanupAdd(typ unsafe.Pointer, pc uintptr) uint64 {
+	if c := rtPCs[KindCleanup][rtPCSlot(pc)].Load(); c != nil && c.pc == pc {
+		return c.register()
+	}
+	return rtRegister(KindCleanup, typ, pc)
+}
+
+// register counts a registration at the record's site and returns its
+// token.
+func (c *rtPC) register() uint64 {
+	cyc := c.cycles.Load()
+	c.s.account(cyc)
+	return c.id | uint64(cyc&tokCycleMask)<<runIDBits
+}
 
 // rtRegister counts a registration of kind k on an object of type typ
 // made at the return PC pc, and returns its token, or 0 if it is not
@@ -177,7 +200,7 @@ func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 			tok = 0
 		}
 	}()
-	s := w.rtSite(k, pc, typ)
+	s := w.rtSiteFor(k, pc, typ)
 	if s == nil {
 		return 0
 	}
@@ -185,35 +208,39 @@ func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 	if id == 0 {
 		return 0
 	}
+	if s.pc == pc && !s.indirect {
+		// The site of pc itself (not one found above a standard-library
+		// frame at pc, nor the overflow entry): pc's next registrations
+		// take the hook's fast path.
+		rtPCs[k][rtPCSlot(pc)].Store(&rtPC{pc: pc, s: s, id: uint64(id), cycles: &w.cycles[k]})
+	}
 	cyc := w.account(s)
 	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits
-}
-
-// rtSite returns the entry for a registration of kind k whose caller's
-// return PC is pc, or nil for gcprobe's own: from the PC cache, else from
-// rtSiteFor.
-func (w *Watcher) rtSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
-	if c := rtPCs[k][(uint64(pc)*0x9e3779b97f4a7c15)>>(64-rtPCBits)].Load(); c != nil && c.pc == pc {
-		return c.s
-	}
-	return w.rtSiteFor(k, pc, typ)
 }
 
 // rtPCs caches, per kind, the entries of return PCs that are a site of
 // their own (the user's direct calls): a direct-mapped table of immutable
 // records, read with one atomic load, so that a registration at a known
-// line skips the site table's hashing and probing. Two PCs that map to one
-// slot take turns in it.
+// line skips the site table's hashing and probing, and the entry's
+// cache lines other than its registrations' (the record carries the
+// entry's id and the clock). Two PCs that map to one slot take turns in
+// it. The records are the attached Watcher's, the only one ever attached
+// (AttachRuntime).
 var rtPCs [numKinds][1 << rtPCBits]atomic.Pointer[rtPC]
 
 const rtPCBits = 9
 
+func rtPCSlot(pc uintptr) uint64 { return (uint64(pc) * 0x9e3779b97f4a7c15) >> (64 - rtPCBits) }
+
 type rtPC struct {
-	pc uintptr
-	s  *site
+	pc     uintptr
+	s      *site
+	id     uint64         // s's runID, never 0
+	cycles *atomic.Uint32 // the clock of s's kind: &s.w.cycles[s.kind]
 }
 
-// rtSiteFor is rtSite past the PC cache.
+// rtSiteFor returns the entry for a registration of kind k whose
+// caller's return PC is pc, or nil for gcprobe's own.
 //
 //go:noinline
 func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
@@ -245,9 +272,6 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	}
 	switch {
 	case !s.indirect:
-		if s != &w.overflow[k] {
-			rtPCs[k][(uint64(pc)*0x9e3779b97f4a7c15)>>(64-rtPCBits)].Store(&rtPC{pc: pc, s: s})
-		}
 		return s
 	case s.own:
 		return nil
@@ -306,25 +330,37 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 // rtTokenSite returns the entry and registration cycle a token names, or
 // nil.
 func rtTokenSite(k Kind, tok uint64) (*site, uint32) {
-	w := rtW.Load()
-	if w == nil {
-		return nil, 0
-	}
-	s := w.running.lookup(uint32(tok & runIDMask))
-	if s == nil {
-		return nil, 0
-	}
-	cur := w.cycles[k].Load()
-	return s, cur - (cur-uint32(tok>>runIDBits))&tokCycleMask
+	s, cyc, _ := rtTokenEnd(k, tok)
+	return s, cyc
 }
 
-func rtFinalizerClear(tok uint64) { rtCleared(KindFinalizer, tok) }
-func rtCleanupStop(tok uint64)    { rtCleared(KindCleanup, tok) }
-
-func rtCleared(k Kind, tok uint64) {
-	if s, cyc := rtTokenSite(k, tok); s != nil {
-		countCleared(k, s, nil, cyc)
+// rtFinalizerClear and rtCleanupStop are the clear hooks: a token decode
+// and the entry's one atomic add (a Stop's two: see countCleared).
+func rtFinalizerClear(tok uint64) {
+	if s, cyc, cur := rtTokenEnd(KindFinalizer, tok); s != nil {
+		s.doneAt(cyc, cur)
 	}
+}
+
+func rtCleanupStop(tok uint64) {
+	if s, cyc, cur := rtTokenEnd(KindCleanup, tok); s != nil {
+		s.cleared.Add(1)
+		s.doneAt(cyc, cur)
+	}
+}
+
+// rtTokenEnd returns the entry and registration cycle a token names, or
+// nil, and the clock of kind k it read, cur.
+func rtTokenEnd(k Kind, tok uint64) (s *site, cyc, cur uint32) {
+	w := rtW.Load()
+	if w == nil { // cannot be: set before the hooks are, never unset
+		return nil, 0, 0
+	}
+	if s = w.running.lookup(uint32(tok & runIDMask)); s == nil {
+		return nil, 0, 0
+	}
+	cur = w.cycles[k].Load()
+	return s, cur - (cur-uint32(tok>>runIDBits))&tokCycleMask, cur
 }
 
 func rtFinalizerStart(tok uint64) uint64 { return rtStart(KindFinalizer, tok) }

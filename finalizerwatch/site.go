@@ -153,8 +153,11 @@ func (s *site) unaccount(cyc uint32) {
 // the lock, so that it cannot race with the fold that moves its slot; one
 // well inside the window would need two GC cycles to pass between its two
 // atomic loads for that to happen.
-func (s *site) done(k Kind, cyc uint32) {
-	cur := s.w.cycles[k].Load()
+func (s *site) done(k Kind, cyc uint32) { s.doneAt(cyc, s.w.cycles[k].Load()) }
+
+// doneAt is done in the GC cycle cur, the clock of s's kind as the caller
+// read it at the end.
+func (s *site) doneAt(cyc, cur uint32) {
 	if cur-cyc >= ringSize-2 {
 		s.ages.mu.Lock()
 		if cyc-s.ages.base.Load() >= ringSize { // before base (unsigned wrap)
