@@ -155,31 +155,41 @@ func fromPC(pcs []uintptr, pc uintptr) []uintptr {
 
 // rtFinalizerSet and rtCleanupAdd are the registration hooks. A
 // registration at a return PC the cache knows (a line that registered
-// before, in the user's or a dependency's code) takes the fast path: a
-// cache load, a clock load and the entry's one atomic add (register).
-// Nothing on it can panic (every pointer it follows is set before the
-// record is published), so it runs without rtRegister's deferred recover;
-// every other registration goes to rtRegister.
+// before, in the user's or a dependency's code), in a GC cycle its entry
+// has seen, takes the fast path: a cache load, a load of the clock and of
+// the entry's latest cycle, and the entry's one atomic add (register). Nothing on it can panic
+// (every pointer it follows is set before the record is published), so it
+// runs without rtRegister's deferred recover; every other registration,
+// the entry's first in a cycle among them (which folds its ring), goes to
+// rtRegister.
 func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 {
 	if c := rtPCs[KindFinalizer][rtPCSlot(pc)].Load(); c != nil && c.pc == pc {
-		return c.register()
+		if tok, ok := c.register(); ok {
+			return tok
+		}
 	}
 	return rtRegister(KindFinalizer, typ, pc)
 }
 
 func rtCleanupAdd(typ unsafe.Pointer, pc uintptr) uint64 {
 	if c := rtPCs[KindCleanup][rtPCSlot(pc)].Load(); c != nil && c.pc == pc {
-		return c.register()
+		if tok, ok := c.register(); ok {
+			return tok
+		}
 	}
 	return rtRegister(KindCleanup, typ, pc)
 }
 
 // register counts a registration at the record's site and returns its
-// token.
-func (c *rtPC) register() uint64 {
+// token, if the entry's ring was folded for the current cycle; otherwise
+// it counts nothing and returns false.
+func (c *rtPC) register() (tok uint64, ok bool) {
 	cyc := c.cycles.Load()
-	c.s.account(cyc)
-	return c.id | uint64(cyc&tokCycleMask)<<runIDBits
+	if cyc != c.s.ages.seen.Load() {
+		return 0, false
+	}
+	c.s.addReg(cyc)
+	return c.id | uint64(cyc&tokCycleMask)<<runIDBits, true
 }
 
 // rtRegister counts a registration of kind k on an object of type typ
@@ -211,8 +221,12 @@ func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 	if s.pc == pc && !s.indirect {
 		// The site of pc itself (not one found above a standard-library
 		// frame at pc, nor the overflow entry): pc's next registrations
-		// take the hook's fast path.
-		rtPCs[k][rtPCSlot(pc)].Store(&rtPC{pc: pc, s: s, id: uint64(id), cycles: &w.cycles[k]})
+		// take the hook's fast path. Its record stays: the entry's first
+		// registration in each cycle comes here too.
+		slot := &rtPCs[k][rtPCSlot(pc)]
+		if c := slot.Load(); c == nil || c.pc != pc {
+			slot.Store(&rtPC{pc: pc, s: s, id: uint64(id), cycles: &w.cycles[k]})
+		}
 	}
 	cyc := w.account(s)
 	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits

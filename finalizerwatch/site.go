@@ -127,6 +127,12 @@ func (s *site) account(cyc uint32) {
 	if cyc != s.ages.seen.Load() {
 		s.newCycle(cyc)
 	}
+	s.addReg(cyc)
+}
+
+// addReg is account's atomic add, for a registration in cycle cyc when the
+// ring was folded for it.
+func (s *site) addReg(cyc uint32) {
 	if s.reg[cyc%ringSize].Add(1) == 0 {
 		s.ages.regWraps.Add(1)
 	}
