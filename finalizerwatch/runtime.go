@@ -157,11 +157,11 @@ func fromPC(pcs []uintptr, pc uintptr) []uintptr {
 // registration at a return PC the cache knows (a line that registered
 // before, in the user's or a dependency's code), in a GC cycle its entry
 // has seen, takes the fast path: a cache load, a load of the clock and of
-// the entry's latest cycle, and the entry's one atomic add (register). Nothing on it can panic
-// (every pointer it follows is set before the record is published), so it
-// runs without rtRegister's deferred recover; every other registration,
-// the entry's first in a cycle among them (which folds its ring), goes to
-// rtRegister.
+// the entry's latest cycle, and the entry's one atomic add (register).
+// Nothing on it can panic (every pointer it follows is set before the
+// record is published), so it runs without rtRegister's deferred recover;
+// every other registration, the entry's first in a cycle among them
+// (which folds its ring), goes to rtRegister.
 func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 {
 	if c := rtPCs[KindFinalizer][rtPCSlot(pc)].Load(); c != nil && c.pc == pc {
 		if tok, ok := c.register(); ok {
