@@ -121,10 +121,16 @@ func refSample(ref unsafe.Pointer, sampled bool) *stackSample {
 // countCleared counts a registration of kind k made in cycle cyc at s
 // (and under smp, if sampled) as cleared.
 func countCleared(k Kind, s *site, smp *stackSample, cyc uint32) {
+	countClearedAt(k, s, smp, cyc, s.w.cycles[k].Load())
+}
+
+// countClearedAt is countCleared in the GC cycle cur, the clock of kind k
+// as the caller read it.
+func countClearedAt(k Kind, s *site, smp *stackSample, cyc, cur uint32) {
 	if k == KindCleanup {
 		s.cleared.Add(1) // a finalizer's clears are what ends counts beyond executed
 	}
-	s.done(k, cyc)
+	s.doneAt(cyc, cur)
 	if smp != nil {
 		smp.cleared.Add(1)
 	}

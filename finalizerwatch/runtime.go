@@ -341,31 +341,24 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	return &w.overflow[k]
 }
 
-// rtTokenSite returns the entry and registration cycle a token names, or
-// nil.
-func rtTokenSite(k Kind, tok uint64) (*site, uint32) {
-	s, cyc, _ := rtTokenEnd(k, tok)
-	return s, cyc
-}
-
 // rtFinalizerClear and rtCleanupStop are the clear hooks: a token decode
-// and the entry's one atomic add (a Stop's two: see countCleared).
+// and the entry's one atomic add (a Stop's two: see countCleared), with
+// the clock the decode read.
 func rtFinalizerClear(tok uint64) {
-	if s, cyc, cur := rtTokenEnd(KindFinalizer, tok); s != nil {
-		s.doneAt(cyc, cur)
+	if s, cyc, cur := rtTokenSite(KindFinalizer, tok); s != nil {
+		countClearedAt(KindFinalizer, s, nil, cyc, cur)
 	}
 }
 
 func rtCleanupStop(tok uint64) {
-	if s, cyc, cur := rtTokenEnd(KindCleanup, tok); s != nil {
-		s.cleared.Add(1)
-		s.doneAt(cyc, cur)
+	if s, cyc, cur := rtTokenSite(KindCleanup, tok); s != nil {
+		countClearedAt(KindCleanup, s, nil, cyc, cur)
 	}
 }
 
-// rtTokenEnd returns the entry and registration cycle a token names, or
+// rtTokenSite returns the entry and registration cycle a token names, or
 // nil, and the clock of kind k it read, cur.
-func rtTokenEnd(k Kind, tok uint64) (s *site, cyc, cur uint32) {
+func rtTokenSite(k Kind, tok uint64) (s *site, cyc, cur uint32) {
 	w := rtW.Load()
 	if w == nil { // cannot be: set before the hooks are, never unset
 		return nil, 0, 0
@@ -384,7 +377,7 @@ func rtCleanupStart(tok uint64) uint64   { return rtStart(KindCleanup, tok) }
 // for rtDone: the start (monoNow, which is never 0 after clockBase) and,
 // in the low bits, the running slot taken plus one (0: none).
 func rtStart(k Kind, tok uint64) uint64 {
-	s, _ := rtTokenSite(k, tok)
+	s, _, _ := rtTokenSite(k, tok)
 	if s == nil {
 		return 0
 	}
@@ -407,7 +400,7 @@ func rtCleanupDone(tok, state uint64)   { rtDone(KindCleanup, tok, state) }
 
 // rtDone counts a callback's run, which rtStart began with state.
 func rtDone(k Kind, tok, state uint64) {
-	s, cyc := rtTokenSite(k, tok)
+	s, cyc, cur := rtTokenSite(k, tok)
 	if s == nil {
 		return
 	}
@@ -415,7 +408,7 @@ func rtDone(k Kind, tok, state uint64) {
 		end(&s.w.running.slots[k][i-1].w)
 	}
 	s.executed.Add(1)
-	s.done(k, cyc)
+	s.doneAt(cyc, cur)
 	if start := int64(state >> 5); state != 0 && timed() {
 		s.dur.observe(time.Duration(monoNow() - start))
 	}
