@@ -101,10 +101,8 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	fmt.Fprint(tw, "queue\tlength\tgrowth/s\tlatency\t")
 	watched := "watched: "
 	for _, c := range reportColumns {
-		if c.totals {
-			fmt.Fprintf(tw, "%s%s\t", watched, c.name)
-			watched = ""
-		}
+		fmt.Fprintf(tw, "%s%s\t", watched, c.name)
+		watched = ""
 	}
 	fmt.Fprintln(tw)
 	for _, q := range []struct {
@@ -116,9 +114,7 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 		// The columns read a SiteStats: the kind's, as far as Totals has it.
 		t := finalizerwatch.SiteStats{Kind: q.t.Kind, Counts: q.t.Counts, Suspect: q.t.Suspect}
 		for _, c := range reportColumns {
-			if c.totals {
-				fmt.Fprintf(tw, "%d\t", c.value(&t))
-			}
+			fmt.Fprintf(tw, "%d\t", c.value(&t))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -188,20 +184,28 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	return int64(n), err
 }
 
-// reportColumns are the counters WriteTo shows, in their order: every one
-// in the top sites table, and those marked totals, of each kind, in the
-// queue table's watched columns. A per-site counter added to
-// finalizerwatch.Counts is in the Report's Top and totals already; adding
-// its row here shows it in the tables.
-var reportColumns = [...]struct {
-	name   string
-	totals bool
-	value  func(*finalizerwatch.SiteStats) uint64
-}{
-	{"registered", true, func(s *finalizerwatch.SiteStats) uint64 { return s.Registered }},
-	{"executed", false, func(s *finalizerwatch.SiteStats) uint64 { return s.Executed }},
-	{"outstanding", true, func(s *finalizerwatch.SiteStats) uint64 { return s.Outstanding }},
-	{"suspect", true, func(s *finalizerwatch.SiteStats) uint64 { return s.Suspect }},
+// reportColumns are the counters WriteTo shows, in their order, in the
+// top sites table and, of each kind, in the queue table's watched columns:
+// the summary counters of finalizerwatch.Counters, named as it names
+// them, then suspect. A per-site counter added to finalizerwatch.Counts is
+// in the Report's Top and totals as it is added there, and in these
+// tables if it is a summary counter.
+var reportColumns = func() []reportColumn {
+	var cols []reportColumn
+	for _, c := range finalizerwatch.Counters() {
+		if c.Summary {
+			count := c.Value
+			cols = append(cols, reportColumn{c.Name, func(s *finalizerwatch.SiteStats) uint64 { return count(&s.Counts) }})
+		}
+	}
+	return append(cols, reportColumn{"suspect", func(s *finalizerwatch.SiteStats) uint64 { return s.Suspect }})
+}()
+
+// reportColumn is a column of reportColumns: its name and its value at a
+// site.
+type reportColumn struct {
+	name  string
+	value func(*finalizerwatch.SiteStats) uint64
 }
 
 func bytesString(n uint64) string {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/stackcapture"
 )
 
@@ -56,10 +58,55 @@ func TestReportPrintsTableThroughFmt(t *testing.T) {
 		t.Errorf("the table still says it is too early:\n%s", table)
 	}
 	// Five objects planted once and kept: long-lived but not growing.
-	if !regexp.MustCompile(`(?m)^top sites\s+kind\s+class\s+growth\s+registered\s+executed\s+outstanding\s+suspect\s*$`).MatchString(table) ||
-		!regexp.MustCompile(`(?m)^\S+probe_test\.plant probe_test\.go:\d+\s+finalizer\s+stable\s+-\s+5\s+0\s+5\s+5\s*$`).MatchString(table) {
-		t.Errorf("the table does not show the planted site as stable with its counts:\n%s", table)
+	row := reportTable(t, table, "top sites")[fmt.Sprintf("github.com/gcprobe/probe_test.plant probe_test.go:%d", testkit.MarkerLine(t, "probe_test.go", "root-leak"))]
+	want := map[string]string{"kind": "finalizer", "class": "stable", "growth": "-", "registered": "5", "executed": "0", "outstanding": "5", "suspect": "5"}
+	if !containsAll(row, want) {
+		t.Errorf("the table shows the planted site as %v, want %v:\n%s", row, want, table)
 	}
+}
+
+// reportTable reads the table of a Report's text whose header starts with
+// first: its rows by their first cell, each a map from the header's cells
+// (without "watched: ") to the row's, read at the header's columns, so
+// that a value under the wrong header, or a misaligned one, is seen.
+func reportTable(t *testing.T, text, first string) map[string]map[string]string {
+	t.Helper()
+	lines := strings.Split(text, "\n")
+	h := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, first+"  ") })
+	if h < 0 {
+		t.Fatalf("no table headed %q in\n%s", first, text)
+	}
+	// Cells are separated by two spaces or more (tabwriter's padding);
+	// a cell itself has single spaces at most.
+	cell := regexp.MustCompile(`\S+( \S+)*`)
+	head := cell.FindAllStringIndex(lines[h], -1)
+	rows := map[string]map[string]string{}
+	for _, l := range lines[h+1:] {
+		if len(l) < head[len(head)-1][0] || l[head[1][0]-1] != ' ' || l[head[1][0]-2] != ' ' {
+			break // a line that is not a row of the table
+		}
+		row := map[string]string{}
+		for i, c := range head {
+			end := len(l)
+			if i+1 < len(head) {
+				end = head[i+1][0]
+			}
+			row[strings.TrimPrefix(lines[h][c[0]:c[1]], "watched: ")] = strings.TrimSpace(l[c[0]:end])
+		}
+		rows[row[first]] = row
+		delete(row, first)
+	}
+	return rows
+}
+
+// containsAll reports whether row has every cell of want.
+func containsAll(row, want map[string]string) bool {
+	for k, v := range want {
+		if row[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // A finalizer found replaced or cleared outside finalizerwatch is counted
@@ -108,15 +155,44 @@ func TestReportTables(t *testing.T) {
 		Top:        []finalizerwatch.SiteStats{leak, file},
 	}
 	got := r.String()
+	// The columns read at their headers: the summary counters of
+	// finalizerwatch.Counters (today's named), then suspect.
+	tables := []struct {
+		first string
+		want  map[string]map[string]string
+	}{
+		{"queue", map[string]map[string]string{
+			"finalizers": {"length": "0", "growth/s": "+0.0", "latency": "0s", "registered": "1500", "executed": "290", "outstanding": "1200", "suspect": "1101"},
+			"cleanups":   {"length": "0", "growth/s": "+0.0", "latency": "0s", "registered": "40", "executed": "12", "outstanding": "28", "suspect": "5"},
+		}},
+		{"top sites", map[string]map[string]string{
+			"example.com/app.leak f.go:10":           {"kind": "finalizer", "class": "growing", "growth": "+250", "registered": "1200", "executed": "3", "outstanding": "1196", "suspect": "1100"},
+			"example.com/app.open f.go:20 (os.File)": {"kind": "cleanup", "class": "stable", "growth": "-", "registered": "40", "executed": "12", "outstanding": "28", "suspect": "5"},
+		}},
+	}
+	for _, tb := range tables {
+		rows := reportTable(t, got, tb.first)
+		if len(rows) != len(tb.want) {
+			t.Errorf("table %q has rows %v, want %d", tb.first, rows, len(tb.want))
+		}
+		for first, want := range tb.want {
+			if !containsAll(rows[first], want) {
+				t.Errorf("table %q, row %q: %v, want %v", tb.first, first, rows[first], want)
+			}
+		}
+	}
+	var cols []string
+	for _, c := range finalizerwatch.Counters() {
+		if c.Summary {
+			cols = append(cols, c.Name)
+		}
+	}
+	cols = append(cols, "suspect")
 	for _, want := range []string{
-		"queue       length  growth/s  latency  watched: registered  outstanding  suspect  \n" +
-			"finalizers  0       +0.0      0s       1500                 1200         1101     \n" +
-			"cleanups    0       +0.0      0s       40                   28           5        \n",
+		"queue       length  growth/s  latency  watched: " + strings.Join(cols, "  "),
+		"top sites                               kind       class    growth  " + strings.Join(cols, "  "),
 		"finalizers found cleared or replaced outside finalizerwatch (runtime.SetFinalizer called directly): 2\n",
-		"top sites                               kind       class    growth  registered  executed  outstanding  suspect  \n" +
-			"example.com/app.leak f.go:10            finalizer  growing  +250    1200        3         1196         1100     \n" +
-			"example.com/app.open f.go:20 (os.File)  cleanup    stable   -       40          12        28           5        \n" +
-			"dropped without Close: 7 os.File opened at example.com/app.open f.go:20 were garbage-collected without Close (a descriptor leak at that line)\n",
+		"\ndropped without Close: 7 os.File opened at example.com/app.open f.go:20 were garbage-collected without Close (a descriptor leak at that line)\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the report lacks\n%s\nin\n%s", want, got)

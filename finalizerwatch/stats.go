@@ -36,6 +36,62 @@ type Counts struct {
 	Outstanding uint64 // Registered - Executed - Cleared
 }
 
+// Counter describes one of the Counts to the ledger's readers: the
+// Prometheus exporter's per-site series, the pprof profile's sample types
+// and the Report's columns are made from Counters, in its order. A counter
+// added to Counts and to the list of Counters reaches every one of them.
+type Counter struct {
+	// Name is the counter's name in snake case ("registered",
+	// "cleared_outside"): the Prometheus series
+	// gcprobe_finalizers_<Name>_total (gcprobe_finalizers_<Name> for a
+	// gauge), the pprof sample type <Name>/count and the Report's
+	// column.
+	Name string
+	// Help says what the counter counts at a site, in a sentence.
+	Help string
+	// Gauge marks a count that goes down as well as up (Outstanding);
+	// the others only grow.
+	Gauge bool
+	// Resource marks a count that only a site with a Resource has
+	// (Dropped): the Prometheus series carries the label resource, and is
+	// sent for such sites and for those whose count is above 0.
+	Resource bool
+	// Summary marks the counters that the Report's tables and the pprof
+	// profile show; every counter is a Prometheus series.
+	Summary bool
+	// Value reads the counter from c.
+	Value func(c *Counts) uint64
+}
+
+// counters is the list Counters returns.
+var counters = [...]Counter{
+	{Name: "registered", Summary: true,
+		Help:  "Finalizers or cleanups registered at the site through the watcher.",
+		Value: func(c *Counts) uint64 { return c.Registered }},
+	{Name: "executed", Summary: true,
+		Help:  "Finalizers or cleanups registered at the site that ran to completion.",
+		Value: func(c *Counts) uint64 { return c.Executed }},
+	{Name: "cleared",
+		Help:  "Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.",
+		Value: func(c *Counts) uint64 { return c.Cleared }},
+	{Name: "cleared_outside",
+		Help:  "Of the cleared, finalizers registered at the site that were found cleared or replaced outside the watcher (runtime.SetFinalizer called directly) when their object's address was registered again.",
+		Value: func(c *Counts) uint64 { return c.ClearedOutside }},
+	{Name: "dropped", Resource: true,
+		Help:  "Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.",
+		Value: func(c *Counts) uint64 { return c.Dropped }},
+	{Name: "outstanding", Gauge: true, Summary: true,
+		Help:  "Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared.",
+		Value: func(c *Counts) uint64 { return c.Outstanding }},
+}
+
+// NumCounters is the number of counters of Counts.
+const NumCounters = len(counters)
+
+// Counters returns the description of every counter of Counts, in the
+// order of its fields.
+func Counters() [NumCounters]Counter { return counters }
+
 // Add adds o to c, counter by counter.
 func (c *Counts) Add(o Counts) {
 	c.Registered += o.Registered

@@ -1,8 +1,9 @@
 // Package pprofexporter writes the finalizerwatch ledger as a pprof
 // profile: one sample per ledger entry (per registration stack), located
 // at its registration stack, and valued by how many of its registrations
-// are outstanding, suspect (outstanding past the watcher's suspect
-// threshold) and registered in all, and by its growth if it leaks.
+// were registered, executed and are outstanding, how many are suspect
+// (outstanding past the watcher's suspect threshold), and by its growth if
+// it leaks.
 //
 //	mux.Handle("/debug/pprof/finalizers", pprofexporter.Handler(finalizerwatch.Default))
 //
@@ -13,8 +14,10 @@
 // Or, without HTTP, Write(f, w) writes the same gzipped profile.proto to a
 // file, and Profile returns it as a *profile.Profile to inspect or merge.
 //
-// Sample types, in this order: outstanding/count, suspect/count,
-// registered/count and growth/count (the default). growth is the ranking
+// Sample types, in this order: the summary counters of
+// finalizerwatch.Counters, named as it names them (registered/count,
+// executed/count, outstanding/count), then suspect/count and growth/count
+// (the default). growth is the ranking
 // of finalizerwatch's Snapshot.Top: at a site the growth model classes
 // growing (its suspects keep reaching new highs), the suspects it gained
 // over the model's window; 0 at stable sites (caches, pools) and churn. So

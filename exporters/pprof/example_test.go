@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"strings"
 
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	"github.com/gcprobe/probe/finalizerwatch"
@@ -37,16 +36,27 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	var types []string
-	for _, st := range p.SampleType {
-		types = append(types, st.Type+"/"+st.Unit)
+	// A sample's values are in the order of the sample types: read them
+	// by name.
+	value := func(s *profile.Sample, typ string) int64 {
+		for i, st := range p.SampleType {
+			if st.Type == typ {
+				return s.Value[i]
+			}
+		}
+		return -1
 	}
-	fmt.Println(strings.Join(types, " "))
 	s := p.Sample[0]
-	fmt.Println(s.Label["kind"], s.Value, s.Location[0].Line[0].Function.Name)
+	fmt.Println(s.Label["kind"], s.Location[0].Line[0].Function.Name)
+	for _, typ := range []string{pprofexporter.SampleRegistered, pprofexporter.SampleOutstanding, pprofexporter.SampleSuspect, pprofexporter.SampleGrowth} {
+		fmt.Printf("%s %d\n", typ, value(s, typ))
+	}
 	// Output:
-	// outstanding/count suspect/count registered/count growth/count
-	// [finalizer] [1 0 1 0] github.com/gcprobe/probe/exporters/pprof_test.Example
+	// [finalizer] github.com/gcprobe/probe/exporters/pprof_test.Example
+	// registered 1
+	// outstanding 1
+	// suspect 0
+	// growth 0
 }
 
 // Serving the profile where go tool pprof expects it.

@@ -12,7 +12,9 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// The profile's sample types, in the order of Sample.Value.
+// Some of the profile's sample types (the whole list, in the order of
+// Sample.Value: the summary counters of finalizerwatch.Counters, then
+// suspect and growth).
 const (
 	// SampleOutstanding counts registrations that have neither run nor
 	// been cleared.
@@ -36,9 +38,10 @@ const LabelKind = "kind"
 
 // Profile returns the profile of ledger's outstanding finalizers and
 // cleanups: one sample per ledger entry (Snapshot.Entries), located at its
-// registration stack, with the values outstanding, suspect, registered and
-// growth (all "count"; growth is the default) and a label LabelKind. A nil
-// ledger means finalizerwatch.Default.
+// registration stack, with the values registered, executed, outstanding,
+// suspect and growth (all "count"; growth is the default; see the package
+// documentation) and a label LabelKind. A nil ledger means
+// finalizerwatch.Default.
 //
 // The profile holds code locations and counts only (and the time it was
 // built): function names, file names, line numbers and program counters of
@@ -86,18 +89,33 @@ func ledgerBuilder(ledger *finalizerwatch.Watcher) *builder {
 
 // ledgerSamples are Profile's sample types, in the order of Sample.Value,
 // and the value of each at a ledger entry: the one list of them, which
-// ledgerTypes and addEntries read. A per-site counter added to
-// finalizerwatch.Counts is shown in the profile by adding its row here
-// (and its name to the package documentation).
-var ledgerSamples = [...]struct {
+// ledgerTypes and addEntries read. They are the summary counters of
+// finalizerwatch.Counters (registered, executed and outstanding today),
+// named as it names them, in its order, then suspect and growth: a
+// per-site counter added to finalizerwatch.Counts as a summary counter is
+// a sample type of the profile as it is added there.
+var ledgerSamples = func() []ledgerSample {
+	var ls []ledgerSample
+	for _, c := range finalizerwatch.Counters() {
+		if c.Summary {
+			count := c.Value
+			ls = append(ls, ledgerSample{c.Name, func(e *finalizerwatch.Entry) uint64 { return count(&e.Counts) }})
+		}
+	}
+	return append(ls,
+		ledgerSample{SampleSuspect, func(e *finalizerwatch.Entry) uint64 { return e.Suspect }},
+		ledgerSample{SampleGrowth, entryGrowth})
+}()
+
+// ledgerSample is a row of ledgerSamples: a sample type and its value at
+// an entry.
+type ledgerSample struct {
 	typ   string
 	value func(*finalizerwatch.Entry) uint64
-}{
-	{SampleOutstanding, func(e *finalizerwatch.Entry) uint64 { return e.Outstanding }},
-	{SampleSuspect, func(e *finalizerwatch.Entry) uint64 { return e.Suspect }},
-	{SampleRegistered, func(e *finalizerwatch.Entry) uint64 { return e.Registered }},
-	{SampleGrowth, entryGrowth},
 }
+
+// maxLedgerSamples bounds len(ledgerSamples).
+const maxLedgerSamples = finalizerwatch.NumCounters + 2
 
 // entryGrowth is SampleGrowth's value: the growth of an entry classed
 // growing, 0 at any other.
@@ -357,7 +375,8 @@ func (b *builder) addFrames(kind finalizerwatch.Kind, frames []stackcapture.Fram
 
 // addEntries adds the samples of entries.
 func (b *builder) addEntries(entries []finalizerwatch.Entry) {
-	var values [len(ledgerSamples)]int64
+	var buf [maxLedgerSamples]int64
+	values := buf[:len(ledgerSamples)]
 	for i := range entries {
 		e := &entries[i]
 		// The stack is built in a local and stored in b once per entry:
@@ -379,7 +398,7 @@ func (b *builder) addEntries(entries []finalizerwatch.Entry) {
 		for j := range ledgerSamples {
 			values[j] = clampInt64(ledgerSamples[j].value(e))
 		}
-		b.addSample(e.Kind, values[:])
+		b.addSample(e.Kind, values)
 	}
 }
 

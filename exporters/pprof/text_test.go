@@ -1,9 +1,11 @@
 package pprofexporter
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -39,8 +41,16 @@ func TestHandlerDebugText(t *testing.T) {
 			if !strings.HasPrefix(s, "gcprobe finalizers and cleanups: ") || !strings.Contains(s, "values: ") {
 				t.Fatalf("text form:\n%s", s)
 			}
-			if tt.query == "?debug=1" && (!strings.Contains(s, "7 7 7 0 kind=finalizer\n") || !strings.Contains(s, "pprof.plantLeak /") ||
-				!strings.Contains(s, "values: outstanding/count suspect/count registered/count growth/count")) {
+			// The planted leak's values, in the order of the sample
+			// types (TestProfile checks them by name).
+			leak := map[string]string{SampleRegistered: "7", "executed": "0", SampleOutstanding: "7", SampleSuspect: "7", SampleGrowth: "0"}
+			var types, values []string
+			for _, typ := range ledgerTypes {
+				types = append(types, typ+"/count")
+				values = append(values, cmp.Or(leak[typ], `\d+`))
+			}
+			line := regexp.MustCompile(`(?m)^` + strings.Join(values, " ") + ` kind=finalizer\n.*pprof\.plantLeak /`)
+			if tt.query == "?debug=1" && (!line.MatchString(s) || !strings.Contains(s, "values: "+strings.Join(types, " ")+" ")) {
 				t.Fatalf("text form lacks the planted site or the values line:\n%s", s)
 			}
 		})

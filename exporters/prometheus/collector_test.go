@@ -131,6 +131,7 @@ func TestCollectSitesGolden(t *testing.T) {
 		"gcprobe_finalizers_registered_total",
 		"gcprobe_finalizers_executed_total",
 		"gcprobe_finalizers_cleared_total",
+		"gcprobe_finalizers_cleared_outside_total",
 		"gcprobe_finalizers_suspect_objects",
 		"gcprobe_finalizers_growing",
 		"gcprobe_sites_tracked",

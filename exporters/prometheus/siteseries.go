@@ -5,36 +5,39 @@ import "github.com/gcprobe/probe/finalizerwatch"
 // siteSeries are the per-site series, the duration histogram aside: the
 // one list of them. Their descriptors (descs.go), their slots in the
 // ledger vector (other.go), Describe and the series each Collect sends
-// (metric.go) are all made from it, so a per-site counter added to
-// finalizerwatch.Counts is exported by adding its row here (and its line
-// to the series table of doc.go, which TestDocListsSiteSeries checks).
+// (metric.go) are all made from it.
 //
-// The rows are in the order the series are described and sent; the order
-// is not otherwise visible (a registry sorts what it gathers).
-var siteSeries = [...]siteSeriesDef{
-	{
-		name:  "gcprobe_finalizers_outstanding",
-		help:  "Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared.",
-		value: func(s *finalizerwatch.SiteStats) uint64 { return s.Outstanding },
-	},
-	{
-		name:    "gcprobe_finalizers_registered_total",
-		help:    "Finalizers or cleanups registered at the site through the watcher.",
-		counter: true,
-		value:   func(s *finalizerwatch.SiteStats) uint64 { return s.Registered },
-	},
-	{
-		name:    "gcprobe_finalizers_executed_total",
-		help:    "Finalizers or cleanups registered at the site that ran to completion.",
-		counter: true,
-		value:   func(s *finalizerwatch.SiteStats) uint64 { return s.Executed },
-	},
-	{
-		name:    "gcprobe_finalizers_cleared_total",
-		help:    "Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.",
-		counter: true,
-		value:   func(s *finalizerwatch.SiteStats) uint64 { return s.Cleared },
-	},
+// Its first rows are those of finalizerwatch.Counters, in their order:
+// gcprobe_finalizers_<name>_total for a counter, gcprobe_finalizers_<name>
+// for a gauge, with the counter's help, so that a per-site counter added
+// to finalizerwatch.Counts is exported as it is added there (and listed in
+// the series table of doc.go, which TestDocListsSiteSeries checks). The
+// rows of siteFigures, the site's figures other than counts, follow.
+//
+// The order of the rows is not otherwise visible (a registry sorts what
+// it gathers).
+var siteSeries = func() (rows [numSiteSeries]siteSeriesDef) {
+	for i, c := range finalizerwatch.Counters() {
+		name := "gcprobe_finalizers_" + c.Name
+		if !c.Gauge {
+			name += "_total"
+		}
+		count := c.Value
+		rows[i] = siteSeriesDef{
+			name:       name,
+			help:       c.Help,
+			counter:    !c.Gauge,
+			byResource: c.Resource,
+			value:      func(s *finalizerwatch.SiteStats) uint64 { return count(&s.Counts) },
+		}
+	}
+	copy(rows[finalizerwatch.NumCounters:], siteFigures[:])
+	return rows
+}()
+
+// siteFigures are the rows of siteSeries that are not counters of
+// finalizerwatch.Counts.
+var siteFigures = [...]siteSeriesDef{
 	{
 		name:  "gcprobe_finalizers_suspect_objects",
 		help:  "Outstanding registrations at the site that have survived at least the watcher's SuspectCycles GC cycles: leak suspects.",
@@ -48,19 +51,10 @@ var siteSeries = [...]siteSeriesDef{
 		// a count of them.
 		kindTotal: func(ks *finalizerwatch.KindSnapshot) uint64 { return uint64(ks.Growing) },
 	},
-	{
-		// dropped_total names what was dropped: the bounded set of types
-		// the standard library registers (finalizerwatch.Resource).
-		name:       "gcprobe_finalizers_dropped_total",
-		help:       "Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.",
-		counter:    true,
-		byResource: true,
-		value:      func(s *finalizerwatch.SiteStats) uint64 { return s.Dropped },
-	},
 }
 
 // numSiteSeries is the number of rows of siteSeries.
-const numSiteSeries = len(siteSeries)
+const numSiteSeries = finalizerwatch.NumCounters + len(siteFigures)
 
 // siteSeriesDef is a row of siteSeries: a per-site series (labels kind
 // and site) whose value value reads from a site's SiteStats.

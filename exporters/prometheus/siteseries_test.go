@@ -1,6 +1,7 @@
 package promexporter
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -11,15 +12,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// The package documentation's series table lists every per-site series.
+// The package documentation's series table and docs/metrics.md list every
+// per-site series.
 func TestDocListsSiteSeries(t *testing.T) {
-	doc, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range siteSeries {
-		if !regexp.MustCompile(`(?m)^//\t` + regexp.QuoteMeta(r.name) + ` `).Match(doc) {
-			t.Errorf("doc.go's series table lacks %s", r.name)
+	for _, f := range []struct{ file, line string }{
+		{"doc.go", `(?m)^//\t%s `},                 // the package documentation's table
+		{"../../docs/metrics.md", "(?m)^\\| `%s`"}, // the user's page
+	} {
+		doc, err := os.ReadFile(f.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range siteSeries {
+			if !regexp.MustCompile(fmt.Sprintf(f.line, regexp.QuoteMeta(r.name))).Match(doc) {
+				t.Errorf("%s's series table lacks %s", f.file, r.name)
+			}
 		}
 	}
 }

@@ -1,0 +1,48 @@
+package finalizerwatch
+
+import (
+	"reflect"
+	"regexp"
+	"testing"
+)
+
+// Counters describes every field of Counts once, in the fields' order,
+// and Add adds every field: a counter added to Counts without its row of
+// Counters (and so without its series, sample type and column) fails here.
+func TestCountersDescribeEveryCount(t *testing.T) {
+	typ := reflect.TypeFor[Counts]()
+	cs := Counters()
+	if len(cs) != typ.NumField() {
+		t.Fatalf("Counters has %d rows, Counts %d fields", len(cs), typ.NumField())
+	}
+	// Field i holds i+1: each counter must read its own field.
+	var c Counts
+	v := reflect.ValueOf(&c).Elem()
+	for i := range typ.NumField() {
+		if typ.Field(i).Type.Kind() != reflect.Uint64 {
+			t.Fatalf("Counts.%s is a %s: every count is a uint64", typ.Field(i).Name, typ.Field(i).Type)
+		}
+		v.Field(i).SetUint(uint64(i + 1))
+	}
+	name := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
+	seen := map[string]bool{}
+	for i, k := range cs {
+		if got := k.Value(&c); got != uint64(i+1) {
+			t.Errorf("Counters()[%d] (%s) reads field %d, want %s", i, k.Name, got-1, typ.Field(i).Name)
+		}
+		if !name.MatchString(k.Name) || seen[k.Name] {
+			t.Errorf("Counters()[%d]: name %q is not snake case or not unique", i, k.Name)
+		}
+		seen[k.Name] = true
+		if k.Help == "" {
+			t.Errorf("Counters()[%d] (%s) has no help", i, k.Name)
+		}
+	}
+	sum := c
+	sum.Add(c)
+	for i, k := range cs {
+		if got := k.Value(&sum); got != 2*uint64(i+1) {
+			t.Errorf("Add: %s is %d, want %d", k.Name, got, 2*(i+1))
+		}
+	}
+}
