@@ -72,7 +72,9 @@ type ReadOptions struct {
 // (Top with stacks, Totals, Running, MoreCyclesNeeded), the leak-report
 // spans (Top, Cycles, MoreCyclesNeeded) and finalizertest (every site,
 // Fresh). None of them ranks, merges or recounts: the order and the sums
-// are the snapshot's.
+// are the snapshot's. The exporter's per-site series, the profile's sample
+// types, the Report's columns and the spans' counts are made from
+// Counters, so a counter added to Counts reaches each of them.
 type Snapshot struct {
 	// Top are the best-ranked sites of both kinds (at most
 	// ReadOptions.TopK), best first, in the order of the ranking (see

@@ -37,15 +37,16 @@ type Counts struct {
 }
 
 // Counter describes one of the Counts to the ledger's readers: the
-// Prometheus exporter's per-site series, the pprof profile's sample types
-// and the Report's columns are made from Counters, in its order. A counter
-// added to Counts and to the list of Counters reaches every one of them.
+// Prometheus exporter's per-site series, the pprof profile's sample types,
+// the Report's columns and the leak-report spans' attributes are made from
+// Counters, in its order. A counter added to Counts and to the list of
+// Counters reaches every one of them.
 type Counter struct {
 	// Name is the counter's name in snake case ("registered",
 	// "cleared_outside"): the Prometheus series
 	// gcprobe_finalizers_<Name>_total (gcprobe_finalizers_<Name> for a
-	// gauge), the pprof sample type <Name>/count and the Report's
-	// column.
+	// gauge), the pprof sample type <Name>/count, the Report's column
+	// and the span attribute gcprobe.<Name>.
 	Name string
 	// Help says what the counter counts at a site, in a sentence.
 	Help string
@@ -57,7 +58,8 @@ type Counter struct {
 	// sent for such sites and for those whose count is above 0.
 	Resource bool
 	// Summary marks the counters that the Report's tables and the pprof
-	// profile show; every counter is a Prometheus series.
+	// profile show; every counter is a Prometheus series and a span
+	// attribute.
 	Summary bool
 	// Value reads the counter from c.
 	Value func(c *Counts) uint64

@@ -6,7 +6,7 @@
 # checking hook table, added to the runtime's tests only, throws if a
 # registration's token does not come back exactly once), the os and net
 # tests that open, close and drop files and connections, and the ledger's
-# own runtime-mode tests with -race. The patched standard library is built
+# and the leak report's own runtime-mode tests with -race. The patched standard library is built
 # once and then cached by the go command. With --runtime-only it runs the
 # runtime's tests alone (CI's run on a second toolchain).
 set -euo pipefail
@@ -34,5 +34,5 @@ echo "== os and net tests that open, close and drop files and connections"
 go test -count=1 -short $flags -run 'Close|Open|File|Root|Pipe|Process' os
 go test -count=1 -short $flags -run 'Close|Dial|Accept|Listen|Conn' net
 
-echo "== the ledger's runtime-mode tests, with -race"
-go test -count=1 -race $flags -run 'RuntimeMode' ./finalizerwatch/
+echo "== the ledger's and the leak report's runtime-mode tests, with -race"
+go test -count=1 -race $flags -run 'RuntimeMode' ./finalizerwatch/ ./tracing/

@@ -69,10 +69,9 @@
 //	gcprobe.more_cycles_needed         GC cycles still to pass before the growth model can tell
 //	                                   a leak from a cache (0: enough have passed)
 //	gcprobe.finalizers.sites           sites with finalizers; likewise gcprobe.cleanups.*
-//	gcprobe.finalizers.registered      registrations, summed over every site
-//	gcprobe.finalizers.executed        finalizers that ran
-//	gcprobe.finalizers.cleared         finalizers cleared before running
-//	gcprobe.finalizers.outstanding     registered - executed - cleared
+//	gcprobe.finalizers.<counter>       each counter of finalizerwatch.Counters, summed over every
+//	                                   site: registered, executed, cleared, cleared_outside,
+//	                                   dropped, outstanding (as at a site, below)
 //	gcprobe.finalizers.suspect         outstanding that survived suspect_cycles cycles
 //	gcprobe.finalizers.cycles          GC cycles the finalizer goroutine caught up with
 //	                                   (the clock ages are measured in)
@@ -83,9 +82,10 @@
 //	gcprobe.cleanups.queue_length      cleanups queued and not yet run
 //	gcprobe.detectors.active           names of the detectors firing now (string slice)
 //
-// One gcprobe.site event (EventSite) per site of the watcher's Top(top_k)
-// that has outstanding registrations, in Top's order (most likely leak
-// first):
+// One gcprobe.site event (EventSite) per site of the ledger's top top_k
+// (finalizerwatch.Snapshot.Top) that has outstanding registrations, or
+// whose files or connections were dropped without Close (runtime build
+// mode), in the ranking's order (most likely leak first):
 //
 //	code.function.name                 function of the registration site (package path-qualified)
 //	code.file.path                     its file
@@ -93,11 +93,19 @@
 //	code.stacktrace                    the registration stack, innermost first, as a Go panic
 //	                                   prints it: "function\n\tfile:line\n" per frame (FormatStack)
 //	gcprobe.kind                       "finalizer" or "cleanup"
+//	gcprobe.resource                   what the standard library registered there, "os.File",
+//	                                   "net.Conn", ... (runtime build mode; absent otherwise)
+//	gcprobe.<counter>                  each counter of finalizerwatch.Counters, named as it
+//	                                   names them; today:
 //	gcprobe.registered                 registrations at the site
-//	gcprobe.outstanding                registered - executed - cleared
-//	gcprobe.suspect                    outstanding that survived the suspect threshold
 //	gcprobe.executed                   finalizers or cleanups that ran
 //	gcprobe.cleared                    cleared or stopped before running
+//	gcprobe.cleared_outside            of the cleared, found cleared by runtime.SetFinalizer
+//	                                   called directly
+//	gcprobe.dropped                    of the executed, files or connections dropped without
+//	                                   Close (runtime build mode)
+//	gcprobe.outstanding                registered - executed - cleared
+//	gcprobe.suspect                    outstanding that survived the suspect threshold
 //	gcprobe.max_cycles_survived        GC cycles the oldest outstanding registration survived
 //	                                   (finalizerwatch.AgeBuckets-1 means at least that many)
 //	gcprobe.class                      "growing" (a leak, or a cache still filling), "stable"

@@ -38,17 +38,27 @@ const (
 	keyCodeStacktrace = attribute.Key("code.stacktrace")
 )
 
-// Site event attributes.
+// Site event attributes, besides the counters' (counterKeys).
 const (
 	keyKind        = attribute.Key("gcprobe.kind")
-	keyRegistered  = attribute.Key("gcprobe.registered")
-	keyOutstanding = attribute.Key("gcprobe.outstanding")
+	keyResource    = attribute.Key("gcprobe.resource")
 	keySuspect     = attribute.Key("gcprobe.suspect")
-	keyExecuted    = attribute.Key("gcprobe.executed")
-	keyCleared     = attribute.Key("gcprobe.cleared")
 	keyMaxSurvived = attribute.Key("gcprobe.max_cycles_survived")
 	keyClass       = attribute.Key("gcprobe.class")
 	keyGrowth      = attribute.Key("gcprobe.growth")
+)
+
+// counters are the ledger's counters, and counterKeys their site event
+// attributes, gcprobe.<name> (finalizerwatch.Counters); a kind's totals on
+// the leak report span are gcprobe.<finalizers|cleanups>.<name>.
+var (
+	counters    = finalizerwatch.Counters()
+	counterKeys = func() (keys [finalizerwatch.NumCounters]attribute.Key) {
+		for i, c := range counters {
+			keys[i] = attribute.Key("gcprobe." + c.Name)
+		}
+		return keys
+	}()
 )
 
 // Leak report span attributes. The per-kind totals are
@@ -98,12 +108,11 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 	for _, k := range finalizerwatch.Kinds {
 		t := sn.Kinds[k].Totals
 		p := kindPrefix(k)
+		attrs = append(attrs, attribute.Int(p+"sites", t.Sites))
+		for _, c := range counters {
+			attrs = append(attrs, attribute.Int64(p+c.Name, clampInt64(c.Value(&t.Counts))))
+		}
 		attrs = append(attrs,
-			attribute.Int(p+"sites", t.Sites),
-			attribute.Int64(p+"registered", clampInt64(t.Registered)),
-			attribute.Int64(p+"executed", clampInt64(t.Executed)),
-			attribute.Int64(p+"cleared", clampInt64(t.Cleared)),
-			attribute.Int64(p+"outstanding", clampInt64(t.Outstanding)),
 			attribute.Int64(p+"suspect", clampInt64(t.Suspect)),
 			attribute.Int64(p+"cycles", clampInt64(sn.Cycles[k])),
 		)
@@ -126,9 +135,7 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 
 	reported := 0
 	for _, s := range sn.Top {
-		if s.Outstanding == 0 {
-			// Everything it registered has run or been cleared:
-			// nothing there can leak, however busy the site is.
+		if !reportsSite(&s) {
 			continue
 		}
 		span.AddEvent(EventSite, trace.WithAttributes(siteAttributes(&s)...))
@@ -138,23 +145,38 @@ func (r *Reporter) ReportNow(ctx context.Context) {
 	span.SetAttributes(attrs...)
 }
 
+// reportsSite reports whether a top site gets an event: one with
+// outstanding registrations, or one whose files or connections were
+// dropped without Close (their finalizers ran: nothing is outstanding,
+// but each was a descriptor leaked until the GC came). At any other,
+// everything registered has run or been cleared: nothing there leaks,
+// however busy the site is.
+func reportsSite(s *finalizerwatch.SiteStats) bool {
+	return s.Outstanding > 0 || s.Dropped > 0
+}
+
 // siteAttributes are the attributes of one site's event.
 func siteAttributes(s *finalizerwatch.SiteStats) []attribute.KeyValue {
-	return []attribute.KeyValue{
+	attrs := make([]attribute.KeyValue, 0, 10+len(counters))
+	attrs = append(attrs,
 		keyCodeFunction.String(s.Site.Function),
 		keyCodeFile.String(s.Site.File),
 		keyCodeLine.Int(s.Site.Line),
 		keyCodeStacktrace.String(FormatStack(s.Stack)),
 		keyKind.String(s.Kind.String()),
-		keyRegistered.Int64(clampInt64(s.Registered)),
-		keyOutstanding.Int64(clampInt64(s.Outstanding)),
+	)
+	if s.Resource != "" {
+		attrs = append(attrs, keyResource.String(s.Resource))
+	}
+	for i, c := range counters {
+		attrs = append(attrs, counterKeys[i].Int64(clampInt64(c.Value(&s.Counts))))
+	}
+	return append(attrs,
 		keySuspect.Int64(clampInt64(s.Suspect)),
-		keyExecuted.Int64(clampInt64(s.Executed)),
-		keyCleared.Int64(clampInt64(s.Cleared)),
 		keyMaxSurvived.Int(MaxCyclesSurvived(&s.Survived)),
 		keyClass.String(s.Class.String()),
 		keyGrowth.Int64(clampInt64(s.Growth)),
-	}
+	)
 }
 
 // MaxCyclesSurvived returns how many GC cycles the oldest outstanding

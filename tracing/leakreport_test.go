@@ -2,7 +2,9 @@ package tracing
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,6 +111,15 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 		"gcprobe.cleanups.suspect":       int64(3),
 		"gcprobe.cleanups.cycles":        int64(cycles[1]),
 	}
+	// Every counter of the ledger is a total of each kind: those not
+	// named above (cleared_outside, dropped: none here) are 0.
+	for _, c := range finalizerwatch.Counters() {
+		for _, p := range []string{"gcprobe.finalizers.", "gcprobe.cleanups."} {
+			if _, ok := wantSpan[p+c.Name]; !ok {
+				wantSpan[p+c.Name] = int64(0)
+			}
+		}
+	}
 	assertAttrs(t, "span", attrs(t, span.Attributes()), wantSpan)
 
 	// The churn site is in Top but has nothing outstanding: no event.
@@ -117,21 +128,23 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 		if s.Outstanding == 0 {
 			continue
 		}
-		want = append(want, map[string]any{
+		w := map[string]any{
 			"code.function.name":          s.Site.Function,
 			"code.file.path":              s.Site.File,
 			"code.line.number":            int64(s.Site.Line),
 			"code.stacktrace":             FormatStack(s.Stack),
 			"gcprobe.kind":                s.Kind.String(),
-			"gcprobe.registered":          int64(s.Registered),
-			"gcprobe.outstanding":         int64(s.Outstanding),
 			"gcprobe.suspect":             int64(s.Suspect),
-			"gcprobe.executed":            int64(s.Executed),
-			"gcprobe.cleared":             int64(s.Cleared),
 			"gcprobe.max_cycles_survived": int64(MaxCyclesSurvived(&s.Survived)),
 			"gcprobe.class":               s.Class.String(),
 			"gcprobe.growth":              int64(s.Growth),
-		})
+		}
+		// gcprobe.registered, .executed, .cleared, .outstanding and the
+		// other counters (checked by name below).
+		for _, c := range finalizerwatch.Counters() {
+			w["gcprobe."+c.Name] = int64(c.Value(&s.Counts))
+		}
+		want = append(want, w)
 	}
 	events := span.Events()
 	if len(events) != 2 || len(want) != 2 {
@@ -265,5 +278,85 @@ func TestMaxCyclesSurvived(t *testing.T) {
 	s[len(s)-1] = 1
 	if got := MaxCyclesSurvived(&s); got != len(s)-1 {
 		t.Errorf("oldest bucket: %d, want %d", got, len(s)-1)
+	}
+}
+
+// A site whose files were dropped without Close gets an event though
+// nothing there is outstanding (their finalizers ran), naming the resource
+// and the drops; a site where everything ran or was cleared gets none.
+func TestLeakReportDroppedSite(t *testing.T) {
+	file := finalizerwatch.SiteStats{
+		Kind:     finalizerwatch.KindFinalizer,
+		Site:     stackcapture.Frame{Function: "example.com/app.load", File: "/src/app/load.go", Line: 42},
+		Resource: "os.File",
+		Counts:   finalizerwatch.Counts{Registered: 5, Executed: 2, Cleared: 3, Dropped: 2},
+	}
+	churned := finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer, Counts: finalizerwatch.Counts{Registered: 5, Executed: 2, Cleared: 3}}
+	if !reportsSite(&file) || reportsSite(&churned) {
+		t.Fatalf("reportsSite: %v for the dropped files' site, %v for the churn's; want true, false", reportsSite(&file), reportsSite(&churned))
+	}
+	a := map[string]any{}
+	for _, kv := range siteAttributes(&file) {
+		a[string(kv.Key)] = kv.Value.AsInterface()
+	}
+	if a["gcprobe.resource"] != "os.File" || a["gcprobe.dropped"] != int64(2) || a["gcprobe.executed"] != int64(2) ||
+		a["gcprobe.outstanding"] != int64(0) || a["code.line.number"] != int64(42) {
+		t.Errorf("the dropped files' event: %v", a)
+	}
+	for _, kv := range siteAttributes(&churned) {
+		if kv.Key == "gcprobe.resource" {
+			t.Errorf("a site without a resource has gcprobe.resource %q", kv.Value.AsString())
+		}
+	}
+}
+
+// In the runtime build mode, a file opened and dropped without Close is
+// a leak report event at the line that opened it.
+func TestRuntimeModeLeakReportNamesDroppedFile(t *testing.T) {
+	if !finalizerwatch.RuntimeMode() {
+		t.Skip("not built in the runtime build mode (scripts/runtime-mode-tests.sh runs this test in it)")
+	}
+	w := newWatcher(t)
+	detach, err := w.AttachRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+	line := testkit.MarkerLine(t, "leakreport_test.go", "open-drop")
+	openAndDrop(t)
+	tp, rec := newRecorder(t)
+	r := newReporter(t, WithTracerProvider(tp), WithWatcher(w))
+	await(t, "the dropped file's event", func() bool {
+		r.ReportNow(context.Background())
+		reports := spansNamed(rec, SpanLeakReport)
+		for _, e := range reports[len(reports)-1].Events() {
+			a := attrs(t, e.Attributes)
+			if a["code.line.number"] == int64(line) && a["code.function.name"] == "github.com/gcprobe/probe/tracing.openAndDrop" {
+				return a["gcprobe.resource"] == "os.File" && a["gcprobe.dropped"] == int64(1)
+			}
+		}
+		return false
+	})
+}
+
+//go:noinline
+func openAndDrop(t *testing.T) {
+	f, err := os.Open(os.Args[0]) // marker: open-drop
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f
+}
+
+// The package documentation lists each counter's site event attribute.
+func TestDocListsCounters(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range finalizerwatch.Counters() {
+		if !regexp.MustCompile(`(?m)^//\tgcprobe\.` + regexp.QuoteMeta(c.Name) + ` `).Match(doc) {
+			t.Errorf("doc.go's site event attributes lack gcprobe.%s", c.Name)
+		}
 	}
 }
