@@ -45,8 +45,9 @@ type Counter struct {
 	// Name is the counter's name in snake case ("registered",
 	// "cleared_outside"): the Prometheus series
 	// gcprobe_finalizers_<Name>_total (gcprobe_finalizers_<Name> for a
-	// gauge), the pprof sample type <Name>/count, the Report's column
-	// and the span attribute gcprobe.<Name>.
+	// gauge), the span attribute gcprobe.<Name> and, for a Summary
+	// counter, the pprof sample type <Name>/count and the Report's
+	// column.
 	Name string
 	// Help says what the counter counts at a site, in a sentence.
 	Help string
@@ -66,7 +67,7 @@ type Counter struct {
 }
 
 // counters is the list Counters returns.
-var counters = [...]Counter{
+var counters = [NumCounters]Counter{
 	{Name: "registered", Summary: true,
 		Help:  "Finalizers or cleanups registered at the site through the watcher.",
 		Value: func(c *Counts) uint64 { return c.Registered }},
@@ -87,8 +88,8 @@ var counters = [...]Counter{
 		Value: func(c *Counts) uint64 { return c.Outstanding }},
 }
 
-// NumCounters is the number of counters of Counts.
-const NumCounters = len(counters)
+// NumCounters is the number of counters of Counts (and of Counters).
+const NumCounters = 6
 
 // Counters returns the description of every counter of Counts, in the
 // order of its fields.

@@ -27,6 +27,9 @@ func TestCountersDescribeEveryCount(t *testing.T) {
 	name := regexp.MustCompile(`^[a-z]+(_[a-z]+)*$`)
 	seen := map[string]bool{}
 	for i, k := range cs {
+		if k.Value == nil {
+			t.Fatalf("Counters()[%d] is not described (NumCounters is %d)", i, NumCounters)
+		}
 		if got := k.Value(&c); got != uint64(i+1) {
 			t.Errorf("Counters()[%d] (%s) reads field %d, want %s", i, k.Name, got-1, typ.Field(i).Name)
 		}
