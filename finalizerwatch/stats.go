@@ -56,8 +56,13 @@ type Counter struct {
 	Gauge bool
 	// Resource marks a count that only a site with a Resource has
 	// (Dropped): the Prometheus series carries the label resource, and is
-	// sent for such sites and for those whose count is above 0.
+	// sent for every such site.
 	Resource bool
+	// Sparse marks a count that is 0 at nearly every site (Dropped,
+	// ClearedOutside): its Prometheus series is sent only for a site
+	// where it is above 0 (or, for a Resource counter, that has a
+	// Resource), so that it costs a scrape nothing where nothing happened.
+	Sparse bool
 	// Summary marks the counters that the Report's tables and the pprof
 	// profile show; every counter is a Prometheus series and a span
 	// attribute.
@@ -77,10 +82,10 @@ var counters = [NumCounters]Counter{
 	{Name: "cleared",
 		Help:  "Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.",
 		Value: func(c *Counts) uint64 { return c.Cleared }},
-	{Name: "cleared_outside",
+	{Name: "cleared_outside", Sparse: true,
 		Help:  "Of the cleared, finalizers registered at the site that were found cleared or replaced outside the watcher (runtime.SetFinalizer called directly) when their object's address was registered again.",
 		Value: func(c *Counts) uint64 { return c.ClearedOutside }},
-	{Name: "dropped", Resource: true,
+	{Name: "dropped", Resource: true, Sparse: true,
 		Help:  "Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.",
 		Value: func(c *Counts) uint64 { return c.Dropped }},
 	{Name: "outstanding", Gauge: true, Summary: true,

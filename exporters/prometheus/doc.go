@@ -37,6 +37,7 @@
 //	gcprobe_finalizers_executed_total          counter    kind, site  ran to completion
 //	gcprobe_finalizers_cleared_total           counter    kind, site  cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running
 //	gcprobe_finalizers_cleared_outside_total   counter    kind, site  of the cleared, found cleared or replaced by runtime.SetFinalizer called directly
+//	                                                                  (sent only where above 0)
 //	gcprobe_finalizers_dropped_total           counter    kind, resource, site
 //	                                                                  ran for a file, connection, os.Root or os.Process dropped without Close
 //	                                                                  (runtime build mode; sent for sites registered through the standard library;
@@ -70,9 +71,8 @@
 // gcprobe_finalizers_dropped_total are the ledger's counters, one per
 // finalizerwatch.Counters, named and described as it says. They and the
 // series to gcprobe_finalizer_duration_seconds come from the watcher's
-// ledger and are
-// always exported (gcprobe_finalizers_dropped_total where its line says),
-// as are the last three. gcprobe_finalizer_running_seconds has one series per
+// ledger and are always exported (the sparse ones, cleared_outside and
+// dropped, where their lines say), as are the last three. gcprobe_finalizer_running_seconds has one series per
 // site with a callback running now, whatever the top K: finalizers run one
 // at a time and cleanups on a few goroutines, so they are few, and a
 // blocked one must be named even when its site ranks low. The queue, pause, forced-cycle and CPU series, and

@@ -32,7 +32,7 @@ type siteMetrics struct {
 	withRes []*dto.LabelPair
 	values  [numSiteSeries]float64
 	// scalar[i] is siteSeries[i]'s series; one with a nil sm is not sent
-	// (see siteSeriesDef.byResource).
+	// (see siteSeriesDef.sparse).
 	scalar [numSiteSeries]scalarMetric
 	hist   histMetric
 }
@@ -110,13 +110,12 @@ var (
 func newSiteMetrics(d *descs, labels []*dto.LabelPair, vals *siteValues, resource string, v []uint64, bounds []float64) *siteMetrics {
 	sm := &siteMetrics{d: d, labels: labels}
 	for i := range siteSeries {
-		if siteSeries[i].byResource {
-			if resource == "" && vals[i] == 0 {
-				continue
-			}
-			if sm.withRes == nil {
-				sm.withRes = resourceLabels(labels, resource)
-			}
+		r := &siteSeries[i]
+		if r.sparse && vals[i] == 0 && (!r.byResource || resource == "") {
+			continue
+		}
+		if r.byResource && sm.withRes == nil {
+			sm.withRes = resourceLabels(labels, resource)
 		}
 		sm.values[i] = float64(vals[i])
 		sm.scalar[i] = scalarMetric{sm: sm, i: i}

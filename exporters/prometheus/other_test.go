@@ -89,7 +89,7 @@ func counterValues(fams map[string]*dto.MetricFamily) map[[2]string][]float64 {
 	}
 	// Families in a fixed order, so that the vectors line up.
 	for _, r := range siteSeries {
-		if !r.counter || r.byResource {
+		if !r.counter || r.sparse {
 			continue
 		}
 		for _, m := range fams[r.name].GetMetric() {
@@ -123,7 +123,7 @@ func TestOtherIsMonotonic(t *testing.T) {
 			// In counterValues's order.
 			var v []float64
 			for _, r := range siteSeries {
-				if r.counter && !r.byResource {
+				if r.counter && !r.sparse {
 					v = append(v, float64(r.value(&s)))
 				}
 			}

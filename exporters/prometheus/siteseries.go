@@ -28,6 +28,7 @@ var siteSeries = func() (rows [numSiteSeries]siteSeriesDef) {
 			help:       c.Help,
 			counter:    !c.Gauge,
 			byResource: c.Resource,
+			sparse:     c.Sparse,
 			value:      func(s *finalizerwatch.SiteStats) uint64 { return count(&s.Counts) },
 		}
 	}
@@ -68,11 +69,13 @@ type siteSeriesDef struct {
 	// outside the top K, unless kindTotal is set.
 	counter bool
 	// byResource adds the label resource (SiteStats.Resource; "" under
-	// site="other") between kind and site, and sends the series only for
-	// a site with a resource (registered through the standard library in
-	// the runtime build mode) or a value above 0.
+	// site="other") between kind and site.
 	byResource bool
-	value      func(*finalizerwatch.SiteStats) uint64
+	// sparse sends the series only for a site (or "other") whose value is
+	// above 0, or, with byResource, that has a resource (registered
+	// through the standard library in the runtime build mode).
+	sparse bool
+	value  func(*finalizerwatch.SiteStats) uint64
 	// kindTotal, for a gauge whose sum over sites is not its value at
 	// KindSnapshot.Other, is its sum over every site of the kind; the
 	// gauge under site="other" is then that less the top K's values.

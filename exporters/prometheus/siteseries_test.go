@@ -80,3 +80,38 @@ gcprobe_finalizers_dropped_total{kind="finalizer",resource="os.File",site="examp
 		}
 	}
 }
+
+// A sparse counter's series (gcprobe_finalizers_cleared_outside_total) is
+// sent only for the sites, and "other", where it is above 0.
+func TestSparseSeries(t *testing.T) {
+	site := func(fn string, registered, outside uint64) finalizerwatch.SiteStats {
+		bounds := finalizerwatch.DurationBounds()
+		return finalizerwatch.SiteStats{
+			Kind:     finalizerwatch.KindFinalizer,
+			Site:     stackcapture.Frame{Function: "example.com/app." + fn, File: "/src/app/f.go", Line: 10},
+			Counts:   finalizerwatch.Counts{Registered: registered, Cleared: outside, ClearedOutside: outside, Outstanding: registered - outside},
+			Duration: finalizerwatch.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)},
+		}
+	}
+	c := newCollector(t, WithWatcher(newWatcher(t)), WithTopK(2))
+	sites := []finalizerwatch.SiteStats{
+		site("a", 40, 0), // no series
+		site("b", 30, 3),
+		site("c", 20, 0), // outside the top 2, with nothing: no "other" yet
+	}
+	setSites(c, func() []finalizerwatch.SiteStats { return sites })
+	want := `
+# HELP gcprobe_finalizers_cleared_outside_total Of the cleared, finalizers registered at the site that were found cleared or replaced outside the watcher (runtime.SetFinalizer called directly) when their object's address was registered again.
+# TYPE gcprobe_finalizers_cleared_outside_total counter
+gcprobe_finalizers_cleared_outside_total{kind="finalizer",site="example.com/app.b /src/app/f.go:10"} 3
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "gcprobe_finalizers_cleared_outside_total"); err != nil {
+		t.Fatal(err)
+	}
+	sites[2] = site("c", 20, 1) // now "other" counts one
+	want += `gcprobe_finalizers_cleared_outside_total{kind="finalizer",site="other"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "gcprobe_finalizers_cleared_outside_total"); err != nil {
+		t.Fatal(err)
+	}
+}
