@@ -62,7 +62,7 @@ var (
 )
 
 // Leak report span attributes. The per-kind totals are
-// "gcprobe.<finalizers|cleanups>.<total>", built by totalKey.
+// "gcprobe.<finalizers|cleanups>.<total>", built with kindPrefix.
 const (
 	keyTopK          = attribute.Key("gcprobe.top_k")
 	keySuspectCycles = attribute.Key("gcprobe.suspect_cycles")

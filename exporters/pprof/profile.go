@@ -12,9 +12,9 @@ import (
 	"github.com/google/pprof/profile"
 )
 
-// Some of the profile's sample types (the whole list, in the order of
-// Sample.Value: the summary counters of finalizerwatch.Counters, then
-// suspect and growth).
+// Sample types the profile always has. The whole list, in the order of
+// Sample.Value, is the summary counters of finalizerwatch.Counters
+// (registered, executed and outstanding), then suspect and growth.
 const (
 	// SampleOutstanding counts registrations that have neither run nor
 	// been cleared.
