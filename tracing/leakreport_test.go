@@ -128,7 +128,7 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 		if s.Outstanding == 0 {
 			continue
 		}
-		w := map[string]any{
+		ev := map[string]any{
 			"code.function.name":          s.Site.Function,
 			"code.file.path":              s.Site.File,
 			"code.line.number":            int64(s.Site.Line),
@@ -142,9 +142,9 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 		// gcprobe.registered, .executed, .cleared, .outstanding and the
 		// other counters (checked by name below).
 		for _, c := range finalizerwatch.Counters() {
-			w["gcprobe."+c.Name] = int64(c.Value(&s.Counts))
+			ev["gcprobe."+c.Name] = int64(c.Value(&s.Counts))
 		}
-		want = append(want, w)
+		want = append(want, ev)
 	}
 	events := span.Events()
 	if len(events) != 2 || len(want) != 2 {
