@@ -31,10 +31,8 @@ OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gcprobe-bench.XXXXXX")}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd) # the go commands below run in bench/, a module of its own
 
-# The benchstat version this script was written against; any recent one
-# reads the same format.
-BENCHSTAT_VERSION=${BENCHSTAT_VERSION:-v0.0.0-20260908200009-22c9c6c9d4da}
-BENCHSTAT_BIN=${BENCHSTAT_BIN:-$HOME/.cache/gcprobe/bin}
+# shellcheck source=bench/lib.sh
+. "$root/bench/lib.sh"
 
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
@@ -51,14 +49,9 @@ start=$(date +%s)
   echo "settings: COUNT=$COUNT MICRO_BENCHTIME=$MICRO_BENCHTIME OPERATOR_RECONCILES=$OPERATOR_RECONCILES WORKERS=$WORKERS"
 } | tee "$OUT/machine.txt"
 
-# One test binary for every suite, with the 10 000 generated registration
-# lines compiled in through an overlay: the repository keeps the generator,
-# not the lines.
+# One test binary for every suite.
 log "generating 10 000 registration sites and building the benchmark binary"
-mkdir -p "$OUT/gen"
-(cd "$root/bench" && go run ./internal/gensites -n 10000 -o "$OUT/gen/sites_gen_test.go")
-printf '{"Replace":{"%s":"%s"}}\n' "$root/bench/sites_gen_test.go" "$OUT/gen/sites_gen_test.go" >"$OUT/gen/overlay.json"
-(cd "$root/bench" && go test -c -o "$OUT/bench.test" -tags gcprobe_sites -overlay "$OUT/gen/overlay.json" .)
+build_bench "$root" "$OUT"
 
 # run_bench FILE ARGS...: runs the binary from bench/ and appends its
 # output to FILE.
@@ -119,21 +112,9 @@ fi
 
 echo "load:     $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || uptime) (at end)" | tee -a "$OUT/machine.txt"
 
-# benchstat: on PATH, in the cache, or installed into the cache (outside
-# the repository, so go.mod stays as it is). Without it the raw results and
-# the ratio table still print.
-benchstat=$(command -v benchstat || true)
-if [ -z "$benchstat" ] && [ -x "$BENCHSTAT_BIN/benchstat" ]; then
-  benchstat=$BENCHSTAT_BIN/benchstat
-fi
-if [ -z "$benchstat" ]; then
-  log "installing benchstat@$BENCHSTAT_VERSION into $BENCHSTAT_BIN"
-  if GOBIN=$BENCHSTAT_BIN go install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION" >&2; then
-    benchstat=$BENCHSTAT_BIN/benchstat
-  else
-    log "benchstat unavailable: raw results follow"
-  fi
-fi
+# benchstat (lib.sh); without it the raw results and the ratio table
+# still print.
+benchstat=$(find_benchstat)
 
 results=()
 for f in micro operator sites; do
