@@ -92,14 +92,10 @@ for ((r = 0; r < COUNT; r++)); do
   ((r % 2)) && order=(new base)
   log "round $((r + 1))/$COUNT: ${order[*]}"
   for side in "${order[@]}"; do
-    run "$side" -test.bench='^Benchmark(SetFinalizer|AddCleanup|Overflow)$'
-    run "$side" -test.bench='^Benchmark(FinalizerRun|CleanupRun|SamplerRound|Gather|Collect|Profile)$'
+    run "$side" -test.bench="$MICRO_REGISTRATIONS"
+    run "$side" -test.bench="$MICRO_CALLBACKS"
     if [ "$SITES" = 1 ]; then
-      for shape in sites stacks; do
-        for m in none probe; do
-          run "$side" -test.bench="^BenchmarkSitesRSS\$/^$shape=10000\$/^mode=$m\$" -test.benchtime=1x
-        done
-      done
+      sites_round run "$side"
     fi
   done
 done

@@ -35,3 +35,22 @@ build_bench() {
   printf '{"Replace":{"%s":"%s"}}\n' "$dir/bench/sites_gen_test.go" "$out/gen/sites_gen_test.go" >"$out/gen/overlay.json"
   (cd "$dir/bench" && go test -c -o "$out/bench.test" -tags gcprobe_sites -overlay "$out/gen/overlay.json" .)
 }
+
+# The micro suite runs in two processes a round: the registrations, then
+# the callback runs and the readers, which in the registrations' process
+# inherited a heap of hundreds of thousands of objects and the runtime's
+# leftover specials, and came out two to six times slower than alone.
+MICRO_REGISTRATIONS='^Benchmark(SetFinalizer|AddCleanup|Overflow)$'
+MICRO_CALLBACKS='^Benchmark(FinalizerRun|CleanupRun|SamplerRound|Gather|Collect|Profile)$'
+
+# sites_round CMD ARGS...: one round of the memory suite (10 000 ledger
+# entries, sites and stacks, without and with the probe), each measurement
+# a process of its own: CMD ARGS and the measurement's flags, four times.
+sites_round() {
+  local shape m
+  for shape in sites stacks; do
+    for m in none probe; do
+      "$@" -test.bench="^BenchmarkSitesRSS\$/^$shape=10000\$/^mode=$m\$" -test.benchtime=1x
+    done
+  done
+}

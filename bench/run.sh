@@ -68,15 +68,11 @@ run_bench() {
 if want micro; then
   log "micro benchmarks, -count=$COUNT -benchtime=$MICRO_BENCHTIME"
   : >"$OUT/micro.txt"
-  run_bench "$OUT/micro.txt" \
-    -test.bench='^Benchmark(SetFinalizer|AddCleanup|Overflow)$' \
+  run_bench "$OUT/micro.txt" -test.bench="$MICRO_REGISTRATIONS" \
     -test.benchmem -test.count="$COUNT" -test.benchtime="$MICRO_BENCHTIME"
-  # The callback runs and the readers, one process per round: in the
-  # process of the registration benchmarks they inherit its heap (hundreds
-  # of thousands of objects) and the runtime's leftover specials, and came
-  # out two to six times slower than alone, the raw side too.
+  # The callback runs and the readers, one process per round (lib.sh).
   for ((r = 0; r < COUNT; r++)); do
-    run_bench "$OUT/micro.txt" -test.bench='^Benchmark(FinalizerRun|CleanupRun|SamplerRound|Gather|Collect|Profile)$' \
+    run_bench "$OUT/micro.txt" -test.bench="$MICRO_CALLBACKS" \
       -test.benchmem -test.count=1 -test.benchtime="$MICRO_BENCHTIME"
   done
 fi
@@ -102,11 +98,7 @@ if want sites; then
   log "memory at 10 000 sites, $COUNT rounds"
   : >"$OUT/sites.txt"
   for ((r = 0; r < COUNT; r++)); do
-    for shape in sites stacks; do
-      for m in none probe; do
-        run_bench "$OUT/sites.txt" -test.bench="^BenchmarkSitesRSS\$/^$shape=10000\$/^mode=$m\$" -test.benchtime=1x
-      done
-    done
+    sites_round run_bench "$OUT/sites.txt"
   done
 fi
 
