@@ -300,33 +300,37 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 // function. Its entry is keyed by that frame's PC and the object's type,
 // so that a line that opens files and starts processes keeps them apart.
 //
+// It walks rtShortWalk frames first: a line that registered before is
+// found there without walking the rest of a deep stack (a reconcile's,
+// thirty frames and more, of which the walk reads each). The whole stack
+// is walked again for a new entry, which keeps it, and where the short
+// walk found no frame of the user's. (Whether the short walk was cut
+// cannot be told from its length: a walk is cut where runtime.Callers
+// would cut it, counting inlined frames, so it may stop short of
+// rtShortWalk PCs with the stack going on.)
+//
 //go:noinline
 func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	var pcs [stackcapture.MaxDepth]uintptr
-	n := stackcapture.Callers(0, pcs[:])
-	stack := fromPC(pcs[:n], pc)
-	n = copy(pcs[:], stack)
-	if n == 0 {
+	n := stackcapture.Callers(0, pcs[:rtShortWalk])
+	stack, at, own := siteFrame(pcs[:n], pc)
+	if own {
 		return nil
 	}
-	at := -1
-	for i := range n {
-		o := stackcapture.OriginOf(pcs[i])
-		if o == stackcapture.OriginGcprobe {
-			return nil // gcprobe's own, through the standard library
+	if at >= 0 {
+		if s := w.sites.Get(rtSiteKey(k, stack[at], typ)); s != nil {
+			return s
 		}
-		if o == stackcapture.OriginUser {
-			at = i
-			break
-		}
+	}
+	n = stackcapture.Callers(0, pcs[:])
+	stack, at, own = siteFrame(pcs[:n], pc)
+	if own || len(stack) == 0 {
+		return nil
 	}
 	if at < 0 {
-		at = max(0, n-2) // the goroutine's first function, above runtime.goexit
+		at = max(0, len(stack)-2) // the goroutine's first function, above runtime.goexit
 	}
-	pc = pcs[at]
-	h, key := pcKey(k, pc)
-	key.hash = uint64(uintptr(typ))
-	h ^= key.hash * 0x9e3779b97f4a7c15
+	h, key := rtSiteKey(k, stack[at], typ)
 	if s := w.sites.Get(h, key); s != nil {
 		return s
 	}
@@ -334,11 +338,41 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 		return &w.overflow[k]
 	}
 	res := resourceIndex(typ)
-	stk := w.stacks.Intern(pcs[:n])
-	if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk); s.res = res }); s != nil {
+	stk := w.stacks.Intern(stack)
+	if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, stack[at], stk); s.res = res }); s != nil {
 		return s
 	}
 	return &w.overflow[k]
+}
+
+// rtShortWalk is how many frames rtIndirectSite walks first: the hooks'
+// own four or five, the standard library's (os.Open's four, net.Dial's
+// about ten) and the user's line above them.
+const rtShortWalk = 20
+
+// siteFrame finds, in pcs walked from the hook, the registration's stack
+// (from its return PC pc on) and in it the first frame of the user's, at
+// (-1 if none); own reports a frame of gcprobe's library code before it:
+// the registration is gcprobe's own, through the standard library.
+func siteFrame(pcs []uintptr, pc uintptr) (stack []uintptr, at int, own bool) {
+	stack = fromPC(pcs, pc)
+	for i, p := range stack {
+		switch stackcapture.OriginOf(p) {
+		case stackcapture.OriginGcprobe:
+			return stack, -1, true
+		case stackcapture.OriginUser:
+			return stack, i, false
+		}
+	}
+	return stack, -1, false
+}
+
+// rtSiteKey is the key of the entry of an indirect registration of kind k
+// at the user's pc, of an object of type typ.
+func rtSiteKey(k Kind, pc uintptr, typ unsafe.Pointer) (uint64, siteKey) {
+	h, key := pcKey(k, pc)
+	key.hash = uint64(uintptr(typ))
+	return h ^ key.hash*0x9e3779b97f4a7c15, key
 }
 
 // rtFinalizerClear and rtCleanupStop are the clear hooks: a token decode

@@ -68,3 +68,22 @@ func BenchmarkRuntimeModeOpenClose(b *testing.B) {
 		f.Close()
 	}
 }
+
+// BenchmarkRuntimeModeOpenCloseDeep is BenchmarkRuntimeModeOpenClose 24
+// frames below the benchmark, as deep as an operator's reconcile opens
+// files: the hook walks up to the user's line, and no further for a line
+// it has seen (rtIndirectSite).
+func BenchmarkRuntimeModeOpenCloseDeep(b *testing.B) {
+	attachForBench(b)
+	name := os.Args[0]
+	b.ReportAllocs()
+	atDepth(24, func() {
+		for b.Loop() {
+			f, err := os.Open(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+		}
+	})
+}

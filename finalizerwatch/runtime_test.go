@@ -121,6 +121,45 @@ func rtOpOpenClose(tr *rtTruth) {
 	tr.cleared.Add(1)
 }
 
+// rtOpOpenCloseDeep and rtOpOpenDropDeep open files 24 frames below the
+// op, deeper than the hooks' first walk (rtShortWalk): a line seen before
+// is found in that walk, a new one walks the whole stack.
+//
+//go:noinline
+func rtOpOpenCloseDeep(tr *rtTruth) { rtOpenAt(tr, 24) }
+
+//go:noinline
+func rtOpOpenDropDeep(tr *rtTruth) { rtOpenDropAt(tr, 24) }
+
+//go:noinline
+func rtOpenAt(tr *rtTruth, depth int) {
+	if depth > 0 {
+		rtOpenAt(tr, depth-1)
+		return
+	}
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		panic(err)
+	}
+	tr.registered.Add(1)
+	f.Close()
+	tr.cleared.Add(1)
+}
+
+//go:noinline
+func rtOpenDropAt(tr *rtTruth, depth int) {
+	if depth > 0 {
+		rtOpenDropAt(tr, depth-1)
+		return
+	}
+	f, err := os.Open(os.Args[0])
+	if err != nil {
+		panic(err)
+	}
+	_ = f
+	tr.registered.Add(1)
+}
+
 // TestRuntimeModeRandomized runs a random mix of raw registrations, clears,
 // Stops, re-arming finalizers, files opened and dropped or closed, and
 // drop-in registrations, from several goroutines, and checks each site of
@@ -151,6 +190,8 @@ func TestRuntimeModeRandomized(t *testing.T) {
 		{"rtOpDropIn", rtOpDropIn, KindFinalizer, true, false},
 		{"rtOpOpenDrop", rtOpOpenDrop, KindFinalizer, true, true},
 		{"rtOpOpenClose", rtOpOpenClose, KindFinalizer, false, false},
+		{"rtOpenAt", rtOpOpenCloseDeep, KindFinalizer, false, false},
+		{"rtOpenDropAt", rtOpOpenDropDeep, KindFinalizer, true, true},
 	}
 	truth := make([]rtTruth, len(ops))
 	const goroutines, perG = 4, 3000
