@@ -76,8 +76,14 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 			if m == "conc-fin-cleared" || m == "conc-cleanup-stopped" {
 				wantCleared = clearedPerSite // the same i%10 pattern
 			}
-			if s.Cleared != wantCleared {
+			// While finalizers run, a finalizer's Cleared (its ends beyond
+			// its runs) may read low for an instant, never high (see
+			// countsLocked): exact once drained.
+			if s.Cleared > wantCleared {
 				t.Fatalf("%s: cleared %d, want %d", m, s.Cleared, wantCleared)
+			}
+			if s.Cleared != wantCleared {
+				ok = false
 			}
 			if s.Executed+s.Cleared+s.Outstanding != s.Registered {
 				t.Fatalf("%s: executed %d + cleared %d + outstanding %d != registered %d", m, s.Executed, s.Cleared, s.Outstanding, s.Registered)
@@ -93,7 +99,7 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for !check(true) {
 		if time.Now().After(deadline) {
-			t.Fatal("registrations still outstanding after 60s")
+			t.Fatal("registrations still outstanding, or clears not all counted, after 60s")
 		}
 		runtime.GC()
 		time.Sleep(5 * time.Millisecond)
