@@ -35,8 +35,6 @@ OUT=$(cd "$OUT" && pwd)
 # shellcheck source=bench/lib.sh
 . "$root/bench/lib.sh"
 
-log() { printf '== %s  %s\n' "$(date +%T)" "$*" >&2; }
-
 base=$(git rev-parse --short "$1^{commit}")
 new=working-tree
 [ $# -eq 2 ] && new=$(git rev-parse --short "$2^{commit}")

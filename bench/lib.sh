@@ -1,5 +1,8 @@
 # bench/lib.sh: what run.sh and compare.sh share; sourced, not run.
 
+# log prints a progress line, timed, on stderr.
+log() { printf '== %s  %s\n' "$(date +%T)" "$*" >&2; }
+
 # The benchstat version these scripts were written against; any recent one
 # reads the same format.
 BENCHSTAT_VERSION=${BENCHSTAT_VERSION:-v0.0.0-20260908200009-22c9c6c9d4da}
@@ -15,11 +18,11 @@ find_benchstat() {
     b=$BENCHSTAT_BIN/benchstat
   fi
   if [ -z "$b" ]; then
-    printf '== %s  installing benchstat@%s into %s\n' "$(date +%T)" "$BENCHSTAT_VERSION" "$BENCHSTAT_BIN" >&2
+    log "installing benchstat@$BENCHSTAT_VERSION into $BENCHSTAT_BIN"
     if GOBIN=$BENCHSTAT_BIN go install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION" >&2; then
       b=$BENCHSTAT_BIN/benchstat
     else
-      printf '== %s  benchstat unavailable\n' "$(date +%T)" >&2
+      log "benchstat unavailable"
     fi
   fi
   echo "$b"

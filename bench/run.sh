@@ -36,8 +36,6 @@ OUT=$(cd "$OUT" && pwd) # the go commands below run in bench/, a module of its o
 
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 
-log() { printf '== %s  %s\n' "$(date +%T)" "$*" >&2; }
-
 start=$(date +%s)
 {
   echo "date:     $(date -u +%FT%TZ)"
