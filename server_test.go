@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -298,5 +299,70 @@ func silentClientsScrape(t *testing.T, deferAccept bool) {
 	}
 	if m := maxConns.Load(); m > probe.MaxListenerConns {
 		t.Errorf("%d connections open at once, cap %d", m, probe.MaxListenerConns)
+	}
+}
+
+// A request with a body is answered at once, its connection closed
+// without reading the body: the listener's paths take none. net/http read
+// up to 256 KiB of it first, until the read timeout (10 s) for a client
+// that sends it slowly, holding the connection's place all along.
+func TestListenerAnswersRequestWithBodyAtOnce(t *testing.T) {
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	// Well under the listener's 10 s read timeout, and generous for a
+	// busy machine.
+	const bound = 3 * time.Second
+	tests := []struct {
+		name string
+		give string // the request, whose body never comes
+	}{
+		{"declared length", "GET /metrics HTTP/1.1\r\nHost: probe\r\nContent-Length: 200000\r\n\r\n"},
+		{"declared length past 256 KiB", "GET /metrics HTTP/1.1\r\nHost: probe\r\nContent-Length: 1000000\r\n\r\n"},
+		{"chunked", "GET /metrics HTTP/1.1\r\nHost: probe\r\nTransfer-Encoding: chunked\r\n\r\n"},
+		{"HEAD", "HEAD /metrics HTTP/1.1\r\nHost: probe\r\nContent-Length: 10\r\n\r\n"},
+		{"unknown path", "GET /nothing HTTP/1.1\r\nHost: probe\r\nContent-Length: 10\r\n\r\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.DialTimeout("tcp", p.Addr().String(), 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			c.SetDeadline(start.Add(30 * time.Second)) // bounds the test, whatever happens
+			if _, err := io.WriteString(c, tt.give); err != nil {
+				t.Fatal(err)
+			}
+			br := bufio.NewReader(c)
+			req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(tt.give)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(br, req)
+			if err != nil {
+				t.Fatalf("no answer after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			answered := time.Since(start)
+			if !resp.Close {
+				t.Errorf("%s, keeping the connection open; want it closed", resp.Status)
+			}
+			// The server closes the connection (EOF, or a reset since
+			// the body's bytes are unread).
+			if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal("the connection was still open 30 s after the request")
+			}
+			closed := time.Since(start)
+			t.Logf("%s after %v, closed after %v", resp.Status, answered.Round(time.Millisecond), closed.Round(time.Millisecond))
+			if closed > bound {
+				t.Errorf("answered after %v and closed after %v, want both under %v", answered.Round(time.Millisecond), closed.Round(time.Millisecond), bound)
+			}
+		})
 	}
 }
