@@ -36,9 +36,11 @@ const (
 	// place serves a request, the new ones wait in the kernel's accept
 	// queue, costing the program nothing (a scrape waits rather than
 	// fails). Only a connection whose server waits for its client is
-	// evicted, never one whose request the program was slow to read. A
-	// connection a client opened and left unused is silent: net/http's
-	// Transport may keep one it dialled for a request that another
+	// evicted, never one whose request the program was slow to read.
+	// A request that carries a body is refused (413) and its connection
+	// closed without reading the body: no path of the listener takes
+	// one. A connection a client opened and left unused is silent:
+	// net/http's Transport may keep one it dialled for a request that another
 	// connection served, and a request it later sends on it after an
 	// eviction fails without a retry. Once more than half of them are
 	// open, each response closes its connection instead of keeping it
@@ -92,7 +94,8 @@ func (p *Probe) listen() error {
 				w.Header().Set("Connection", "close")
 			}
 			if r.ContentLength != 0 {
-				ignoreBody(w)
+				refuseBody(w)
+				return
 			}
 			h.ServeHTTP(w, r)
 		}),
@@ -116,21 +119,23 @@ func (p *Probe) listen() error {
 	return nil
 }
 
-// ignoreBody makes the answer to a request that carries a body (a declared
-// length, or chunks) close its connection without reading the body: the
-// listener's paths take none. Left alone, net/http reads up to 256 KiB of
-// an unread body before it writes the answer's header, and again after
-// the handler returns, so as to keep the connection alive: a client that
-// sent a GET with "Content-Length: 200000" and then a byte a second held
-// its place, in a state never evicted, and one of the 8 scrape slots, for
-// the whole read timeout (10 s); 64 of them made scrapes wait 17 s.
-// "Connection: close" skips the first read; a read deadline already past
-// ends the second at once. The client gets its answer, then the
-// connection closes (a reset, if the body's bytes are still unread).
-func ignoreBody(w http.ResponseWriter) {
+// refuseBody answers a request that carries a body (a declared length,
+// or chunks) with 413 and closes its connection without reading the body:
+// none of the listener's paths takes one. Left alone, net/http reads up to
+// 256 KiB of an unread body before it writes the answer's header, and
+// again after the handler returns, so as to keep the connection alive: a
+// client that sent a GET with "Content-Length: 200000" and then a byte a
+// second held its place, in a state never evicted, and one of the 8 scrape
+// slots, for the whole read timeout (10 s); 64 of them made scrapes wait
+// 17 s. "Connection: close" skips the first read; a read deadline already
+// past ends the second at once. Refused rather than served, such a request
+// costs no scrape: clients that send one and reconnect when answered do
+// not flood the scrapes.
+func refuseBody(w http.ResponseWriter) {
 	w.Header().Set("Connection", "close")
 	// w is net/http's own, which sets deadlines: no error to expect.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	http.Error(w, "gcprobe: the listener takes no request body", http.StatusRequestEntityTooLarge)
 }
 
 // checkBound checks the address the listener is bound to: loopback, unless
@@ -158,7 +163,8 @@ func (p *Probe) checkBound(a net.Addr) error {
 // WithListenAddr holds at most MaxListenerConns connections open (a new
 // one takes the place of one without a request in progress), closes those
 // idle for ListenerIdleTimeout and those that send no request header
-// within ListenerReadHeaderTimeout. Mount the handler yourself to
+// within ListenerReadHeaderTimeout, and refuses a request with a body
+// (413); the handler itself ignores a body. Mount the handler yourself to
 // serve both behind your own authentication (those connection limits are
 // then your server's to set). /metrics shows the probe's registerer if it
 // is also a prometheus.Gatherer (prometheus.DefaultRegisterer is), else the

@@ -302,11 +302,11 @@ func silentClientsScrape(t *testing.T, deferAccept bool) {
 	}
 }
 
-// A request with a body is answered at once, its connection closed
+// A request with a body is refused (413) at once and its connection closed
 // without reading the body: the listener's paths take none. net/http read
 // up to 256 KiB of it first, until the read timeout (10 s) for a client
 // that sends it slowly, holding the connection's place all along.
-func TestListenerAnswersRequestWithBodyAtOnce(t *testing.T) {
+func TestListenerRefusesRequestWithBodyAtOnce(t *testing.T) {
 	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
 		probe.WithListenAddr("127.0.0.1:0"))
 	if err != nil {
@@ -325,6 +325,7 @@ func TestListenerAnswersRequestWithBodyAtOnce(t *testing.T) {
 		{"chunked", "GET /metrics HTTP/1.1\r\nHost: probe\r\nTransfer-Encoding: chunked\r\n\r\n"},
 		{"HEAD", "HEAD /metrics HTTP/1.1\r\nHost: probe\r\nContent-Length: 10\r\n\r\n"},
 		{"unknown path", "GET /nothing HTTP/1.1\r\nHost: probe\r\nContent-Length: 10\r\n\r\n"},
+		{"POST", "POST /metrics HTTP/1.1\r\nHost: probe\r\nContent-Length: 10\r\n\r\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -350,6 +351,9 @@ func TestListenerAnswersRequestWithBodyAtOnce(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			answered := time.Since(start)
+			if resp.StatusCode != http.StatusRequestEntityTooLarge {
+				t.Errorf("%s, want %d", resp.Status, http.StatusRequestEntityTooLarge)
+			}
 			if !resp.Close {
 				t.Errorf("%s, keeping the connection open; want it closed", resp.Status)
 			}
