@@ -37,10 +37,18 @@ const (
 	// queue, costing the program nothing (a scrape waits rather than
 	// fails). Only a connection whose server waits for its client is
 	// evicted, never one whose request the program was slow to read.
-	// A request that carries a body is refused (413) and its connection
-	// closed without reading the body: no path of the listener takes
-	// one. A connection a client opened and left unused is silent:
-	// net/http's Transport may keep one it dialled for a request that another
+	// A connection has a grace in its state before it may go (a second
+	// for a header begun, 250 ms otherwise), which shrinks to 20 ms for
+	// a header begun and 50 ms otherwise while a new connection waits
+	// to be accepted: during a flood of clients that trickle their
+	// headers or send part of one, a scrape (whose header comes in one
+	// packet) waits behind them for a fraction of a second, and a
+	// client that has not sent its whole header that soon after it was
+	// accepted loses its place. A request that carries a body is
+	// refused (413) and its connection closed without reading the
+	// body: no path of the listener takes one. A
+	// connection a client opened and left unused is silent: net/http's
+	// Transport may keep one it dialled for a request that another
 	// connection served, and a request it later sends on it after an
 	// eviction fails without a retry. Once more than half of them are
 	// open, each response closes its connection instead of keeping it
@@ -55,8 +63,9 @@ const (
 	// waits for a request's header, from the connection's start (or, kept
 	// alive, from the request's first byte), before closing the
 	// connection. A scraper sends its header in one packet; a client that
-	// connects and sends nothing holds a place this long at most, less
-	// when the listener is full (a new connection evicts it).
+	// connects and sends nothing, or part of a header, holds a place this
+	// long at most, less when the listener is full (a new connection
+	// evicts it: see MaxListenerConns).
 	ListenerReadHeaderTimeout = 2 * time.Second
 
 	readTimeout     = 10 * time.Second
@@ -257,9 +266,10 @@ var deferAcceptOn = true
 // connect and send nothing held every place for the read-header timeout,
 // and a scrape waited behind them in the kernel's accept queue for tens of
 // seconds (issue 26). A connection is not evicted in its first moments in
-// a state (evictGrace, headerGrace): a client that just connected has time
-// to send its request. If every place holds a request being served, Accept
-// waits for one to end: the cap holds.
+// a state (evictGrace, headerGrace; shorter graces while another waits to
+// be accepted): a client that just connected has time to send its request.
+// If every place holds a request being served, Accept waits for one to
+// end: the cap holds.
 type limitListener struct {
 	net.Listener
 	slots     chan struct{} // one token per open connection, and Accept's
@@ -278,10 +288,22 @@ type limitListener struct {
 
 // A connection is evicted only once it has been this long in its state:
 // evictGrace for one that has sent nothing or is idle between requests,
-// headerGrace for one whose request's header is still coming in.
+// headerGrace for one whose request's header is still coming in; but
+// pressGrace and pressHeaderGrace while a new connection waits in the
+// accept queue. The places turn over no faster than MaxListenerConns per
+// grace, and a scrape in the accept queue waits for every connection
+// ahead of it: with the header grace, behind 200 clients trickling their
+// headers it waited 5 s, behind 300 that sent "G" and nothing more (which
+// gets past TCP_DEFER_ACCEPT) 6 s. The pressed graces are what a client
+// has, during such a flood, to send its header once connected: a scraper
+// sends it at once, in one packet, and from then on (its bytes waiting in
+// the kernel, or its header being read) its server does not wait for it.
+// A header begun and not finished, the server waiting, gets the shorter.
 const (
-	evictGrace  = 250 * time.Millisecond
-	headerGrace = time.Second
+	evictGrace       = 250 * time.Millisecond
+	headerGrace      = time.Second
+	pressGrace       = 50 * time.Millisecond
+	pressHeaderGrace = 20 * time.Millisecond
 )
 
 func newLimitListener(l net.Listener, n int) *limitListener {
@@ -313,11 +335,22 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		default:
 		}
 		// Full. Evict one (its Close gives its place back at once), or
-		// wait until one may be evicted or closes.
-		victim, wait := l.evictable(time.Now())
+		// wait until one may be evicted or closes. A connection waiting
+		// to be accepted, which may be a scrape, shortens the graces;
+		// where the system cannot tell, a full listener is taken for
+		// one with a connection waiting: at worst a slow client makes
+		// way for nobody, and one place stays free until the next.
+		pending, known := acceptPending(l.Listener)
+		pressed := pending || !known
+		victim, wait := l.evictable(time.Now(), pressed)
 		if victim != nil {
 			victim.Close()
 			continue
+		}
+		if known && !pressed && wait > recheckEvery {
+			// Look at the accept queue again soon: a connection that
+			// comes meanwhile must not wait out a whole grace.
+			wait = recheckEvery
 		}
 		var tick <-chan time.Time
 		if wait > 0 {
@@ -372,9 +405,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 // A connection idle between requests goes first, after evictGrace: an HTTP
 // client retries a request on a kept-alive connection that the server
 // closed. Then one whose client has sent nothing, after evictGrace; then
-// one whose request's header is still coming in, after headerGrace. Among
-// equals, the one furthest past its grace goes.
-func (l *limitListener) evictable(now time.Time) (*limitConn, time.Duration) {
+// one whose request's header is still coming in, after headerGrace. When
+// pressed (a connection waits to be accepted), they go after pressGrace,
+// pressGrace and pressHeaderGrace instead. Among equals, the one furthest
+// past its grace goes: the oldest, when pressed.
+func (l *limitListener) evictable(now time.Time, pressed bool) (*limitConn, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var victim *limitConn
@@ -390,10 +425,16 @@ func (l *limitListener) evictable(now time.Time) (*limitConn, time.Duration) {
 			continue
 		}
 		rank, grace := 0, evictGrace
+		if pressed {
+			grace = pressGrace
+		}
 		if c.state != http.StateIdle {
 			rank = 1
 			if c.consumed.Load() > 0 {
 				rank, grace = 2, headerGrace
+				if pressed {
+					grace = pressHeaderGrace
+				}
 			}
 		}
 		d := now.Sub(c.since.Add(grace))

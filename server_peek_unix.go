@@ -5,6 +5,8 @@ package probe
 import (
 	"net"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // peekSpoke reports whether the client of c has sent bytes that nobody has
@@ -39,4 +41,29 @@ func peekSpoke(c net.Conn) (spoke, known bool) {
 	// n > 0: bytes wait; n == 0: the client closed its side without
 	// a word.
 	return n > 0, true
+}
+
+// acceptPending reports whether a connection waits in l's accept queue
+// (its socket polls readable), without accepting it; known is false when
+// it cannot tell. On Linux, a connection the kernel holds back for want of
+// data (TCP_DEFER_ACCEPT) is not in the queue yet.
+func acceptPending(l net.Listener) (pending, known bool) {
+	sc, ok := l.(syscall.Conn)
+	if !ok {
+		return false, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false, false
+	}
+	var n int
+	var perr error
+	fds := []unix.PollFd{{Events: unix.POLLIN}}
+	if err := rc.Control(func(fd uintptr) {
+		fds[0].Fd = int32(fd)
+		n, perr = unix.Poll(fds, 0)
+	}); err != nil || perr != nil {
+		return false, false
+	}
+	return n > 0 && fds[0].Revents&unix.POLLIN != 0, true
 }
