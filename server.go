@@ -1,11 +1,13 @@
 package probe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -412,14 +414,20 @@ func (l *limitListener) Accept() (net.Conn, error) {
 func (l *limitListener) evictable(now time.Time, pressed bool) (*limitConn, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var victim *limitConn
-	var victimRank int
-	var overdue, wait time.Duration
+	var wait time.Duration
 	later := func(d time.Duration) {
 		if wait == 0 || d < wait {
 			wait = d
 		}
 	}
+	// The connections past their grace, best first: the lowest rank,
+	// then the furthest past its grace. Only then is each asked, in
+	// turn, whether its server waits for its client, which asks the
+	// kernel: under a flood every place is past its grace, and a
+	// system call or two for each of them, at each new connection,
+	// slowed the listener's turnover.
+	var buf [MaxListenerConns]candidate
+	cands := buf[:0]
 	for c := range l.open {
 		if c.serving || c.state == http.StateActive {
 			continue
@@ -442,17 +450,31 @@ func (l *limitListener) evictable(now time.Time, pressed bool) (*limitConn, time
 			later(-d)
 			continue
 		}
-		if !c.waitsForClient() {
-			// The server is behind, not the client; it will read,
-			// parse and serve, or soon wait: look again then.
-			later(recheckEvery)
-			continue
-		}
-		if victim == nil || rank < victimRank || rank == victimRank && d > overdue {
-			victim, victimRank, overdue = c, rank, d
-		}
+		cands = append(cands, candidate{c, rank, d})
 	}
-	return victim, wait
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if a.rank != b.rank {
+			return cmp.Compare(a.rank, b.rank)
+		}
+		return cmp.Compare(b.overdue, a.overdue)
+	})
+	for _, k := range cands {
+		if k.c.waitsForClient() {
+			return k.c, 0
+		}
+		// The server is behind, not the client; it will read, parse
+		// and serve, or soon wait (its Read wakes Accept): look again
+		// then.
+		later(recheckEvery)
+	}
+	return nil, wait
+}
+
+// candidate is a connection past its grace, for evictable to rank.
+type candidate struct {
+	c       *limitConn
+	rank    int
+	overdue time.Duration // how far past its grace
 }
 
 // recheckEvery is how often a full Accept looks again for a connection
@@ -527,6 +549,12 @@ type limitConn struct {
 // what it took.
 func (c *limitConn) Read(b []byte) (int, error) {
 	c.reading.Store(true)
+	// A full Accept may wait for this server to catch up with its
+	// client: in Read, having taken all the client sent, it may be
+	// evicted. Without this wake-up Accept looked again only every
+	// recheckEvery, and under a CPU-bound flood, whose fresh
+	// connections' goroutines wait to be scheduled, it often waited so.
+	c.l.signal()
 	n, err := c.Conn.Read(b)
 	c.reading.Store(false)
 	if n > 0 {
