@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"golang.org/x/tools/go/analysis/singlechecker"
 
@@ -11,11 +15,8 @@ import (
 )
 
 func main() {
-	if slices.ContainsFunc(os.Args[1:], isRuntimeFlag) {
-		os.Exit(runtimeMain(os.Args[1:], os.Stdout, os.Stderr))
-	}
-	if slices.ContainsFunc(os.Args[1:], isDepsFlag) {
-		os.Exit(depsMain(os.Args[1:], os.Stdout, os.Stderr))
+	if code, ok := modeMain(os.Args[1:], os.Stdout, os.Stderr); ok {
+		os.Exit(code)
 	}
 	if fixMode(os.Args[1:]) {
 		// The checker's -fix mode applies what it can and says nothing
@@ -33,6 +34,67 @@ func main() {
 		fmt.Fprint(os.Stderr, modesUsage)
 	}
 	singlechecker.Main(analyzer.Analyzer)
+}
+
+// modeMain runs the -runtime or the -deps mode when args (the command line
+// without the program name) ask for one, and returns its exit status and
+// true; otherwise it returns false and the checker runs.
+func modeMain(args []string, stdout, stderr io.Writer) (int, bool) {
+	switch {
+	case slices.ContainsFunc(args, isRuntimeFlag):
+		return runtimeMain(args, stdout, stderr), true
+	case slices.ContainsFunc(args, isDepsFlag):
+		// The -deps parser takes the word after -deps as its directory
+		// whatever it is: check that word first, as the -runtime
+		// parser does, so that -deps -h prints help instead of
+		// preparing a build in ./-h.
+		if err := checkModeDir("-deps", modeDir(args, isDepsFlag)); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stderr, depsUsage)
+				return 0, true
+			}
+			fmt.Fprintf(stderr, "finalizercheck -deps: %v\n", err)
+			return 1, true
+		}
+		return depsMain(args, stdout, stderr), true
+	}
+	return 0, false
+}
+
+// checkModeDir checks the word a mode flag (-runtime, -deps) takes as its
+// directory. The flag package gives a string flag the next word whatever
+// it looks like, so "finalizercheck -runtime -h", which -h itself
+// suggests, would prepare the mode in a directory named "-h". A help
+// flag there asks for the mode's usage (flag.ErrHelp); any other word
+// that begins with "-" is refused, and a directory so named is still
+// reachable as ./-name.
+func checkModeDir(mode, dir string) error {
+	if !strings.HasPrefix(dir, "-") {
+		return nil
+	}
+	if isHelpFlag(dir) {
+		return flag.ErrHelp
+	}
+	return fmt.Errorf("%s takes a directory, not the flag %s: finalizercheck %s DIR ... "+
+		"(%s -h for help; a directory whose name begins with '-' goes as ./%s)", mode, dir, mode, mode, dir)
+}
+
+// modeDir returns the value that args give the first mode flag for which
+// is reports true (-deps DIR or -deps=DIR), or "" if there is none.
+func modeDir(args []string, is func(string) bool) string {
+	for i, a := range args {
+		if !is(a) {
+			continue
+		}
+		if _, v, ok := strings.Cut(a, "="); ok {
+			return v
+		}
+		if i+1 < len(args) {
+			return args[i+1]
+		}
+		return ""
+	}
+	return ""
 }
 
 // modesUsage heads -h: the three modes, and how build tags reach each.

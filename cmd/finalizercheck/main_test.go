@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,4 +179,41 @@ func markerLine(t testing.TB, file, name string) int {
 	}
 	t.Fatalf("no marker %q in %s", name, file)
 	return 0
+}
+
+// TestModeHelp runs each mode with a help flag, or another flag, where its
+// directory goes, as the command's -h suggests ("-runtime -h for more",
+// "finalizercheck -deps -h for more"): the mode's usage is printed, a
+// flag-looking directory is refused, and nothing is created.
+func TestModeHelp(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		give []string
+		want int    // exit status
+		err  string // in standard error
+	}{
+		{"-runtime -h", []string{"-runtime", "-h"}, 0, "usage: finalizercheck -runtime DIR"},
+		{"-deps -h", []string{"-deps", "-h"}, 0, "usage: finalizercheck -deps DIR"},
+		{"-deps -help", []string{"-deps", "-help"}, 0, "usage: finalizercheck -deps DIR"},
+		{"-deps --help", []string{"-deps", "--help"}, 0, "usage: finalizercheck -deps DIR"},
+		{"-deps=-h", []string{"-deps=-h", "./..."}, 0, "usage: finalizercheck -deps DIR"},
+		{"--deps -h after flags", []string{"-tags", "x", "--deps", "-h"}, 0, "usage: finalizercheck -deps DIR"},
+		{"-deps -tags", []string{"-deps", "-tags", "x", "./..."}, 1, "-deps takes a directory, not the flag -tags"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var ran bool
+			code, stdout, stderr := runInEmptyDir(t, func(stdout, stderr io.Writer) int {
+				code, ok := modeMain(tt.give, stdout, stderr)
+				ran = ok
+				return code
+			})
+			if !ran || code != tt.want || !strings.Contains(stderr, tt.err) || stdout != "" {
+				t.Errorf("finalizercheck %s: mode ran %v, exit status %d, stdout %q, stderr:\n%s\nwant exit status %d, nothing on stdout, %q on stderr",
+					strings.Join(tt.give, " "), ran, code, stdout, stderr, tt.want, tt.err)
+			}
+		})
+	}
+	if _, ok := modeMain([]string{"-fix", "./..."}, io.Discard, io.Discard); ok {
+		t.Error("modeMain ran a mode for -fix ./..., the checker's")
+	}
 }

@@ -80,6 +80,13 @@ func parseRuntimeArgs(args []string, stderr io.Writer) (*runtimeConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	// Before anything else: "-runtime -h" gives -h to -runtime as DIR.
+	if err := checkModeDir("-runtime", *dir); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+		}
+		return nil, err
+	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q: -runtime takes no packages", fs.Args())
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -376,4 +377,54 @@ func TestRuntimeModeThroughTheProbe(t *testing.T) {
 	if bytes.Contains(top, []byte("gcprobe_hooks.go")) || bytes.Contains(top, []byte("finalizerwatch.rt")) {
 		t.Errorf("the profile's stacks hold the hooks' frames:\n%s", top)
 	}
+}
+
+// TestRuntimeModeHelp runs the -runtime mode with a help flag, or another
+// flag, where its directory goes: -runtime -h, which -h itself suggests,
+// prints the mode's usage, and a flag-looking directory is refused; either
+// way nothing is created.
+func TestRuntimeModeHelp(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		give []string
+		want int    // exit status
+		err  string // in standard error
+	}{
+		{"-h", []string{"-runtime", "-h"}, 0, "usage: finalizercheck -runtime DIR"},
+		{"-help", []string{"-runtime", "-help"}, 0, "usage: finalizercheck -runtime DIR"},
+		{"--help", []string{"-runtime", "--help"}, 0, "usage: finalizercheck -runtime DIR"},
+		{"--runtime -h", []string{"--runtime", "-h"}, 0, "usage: finalizercheck -runtime DIR"},
+		{"-runtime=-h", []string{"-runtime=-h"}, 0, "usage: finalizercheck -runtime DIR"},
+		{"-h, then flags", []string{"-runtime", "-h", "-tags", "x"}, 0, "usage: finalizercheck -runtime DIR"},
+		{"-tags as DIR", []string{"-runtime", "-tags", "x"}, 1, "-runtime takes a directory, not the flag -tags"},
+		{"-overlay as DIR", []string{"-runtime", "-overlay"}, 1, "-runtime takes a directory, not the flag -overlay"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runInEmptyDir(t, func(stdout, stderr io.Writer) int {
+				return runtimeMain(tt.give, stdout, stderr)
+			})
+			if code != tt.want || !strings.Contains(stderr, tt.err) || stdout != "" {
+				t.Errorf("finalizercheck %s: exit status %d, stdout %q, stderr:\n%s\nwant exit status %d, nothing on stdout, %q on stderr",
+					strings.Join(tt.give, " "), code, stdout, stderr, tt.want, tt.err)
+			}
+		})
+	}
+}
+
+// runInEmptyDir runs f in an empty working directory, fails the test if f
+// leaves anything there, and returns f's exit status and output.
+func runInEmptyDir(t *testing.T, f func(stdout, stderr io.Writer) int) (code int, stdout, stderr string) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Chdir(dir)
+	var o, e bytes.Buffer
+	code = f(&o, &e)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range entries {
+		t.Errorf("created %s in the working directory", ent.Name())
+	}
+	return code, o.String(), e.String()
 }
