@@ -38,6 +38,7 @@ func TestDepsBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipping: rebuilds client-go and the operator in a prepared build (1 to 5 min); drop -short to run it")
 	}
+	needTime(t, 6*time.Minute, "rebuilding client-go and the operator in a prepared build")
 	gocmd, bin, tmp := buildFinalizercheck(t)
 	// -modfile does not apply in workspace mode: build from this
 	// directory's go.mod alone, whatever go.work lies above it.
@@ -172,12 +173,18 @@ func buildFinalizercheck(t *testing.T) (gocmd, bin, tmp string) {
 }
 
 // goRun runs name with args in this package's directory, with env added,
-// and returns its combined output; it fails the test if the command fails.
+// and returns its combined output; it fails the test if the command fails,
+// or if it would outlive go test's -timeout (see command).
 func goRun(t *testing.T, env []string, name string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(name, args...)
+	cmd, ctx := command(t, name, args...)
 	cmd.Env = append(os.Environ(), env...)
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("%s %s: stopped after %v, %v before go test's -timeout would have killed this test binary; %s\n%s",
+			name, strings.Join(args, " "), time.Since(start).Round(time.Second), deadlineMargin, timeoutAdvice, out)
+	}
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}

@@ -37,6 +37,7 @@ func TestRuntimeBuild(t *testing.T) {
 	if runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
 		t.Skipf("skipping: the runtime build mode's tests run on amd64 and arm64 (GOARCH=%s)", runtime.GOARCH)
 	}
+	needTime(t, 10*time.Minute, "building the operator in the runtime build mode (the standard library and client-go)")
 	gocmd, bin, tmp := buildFinalizercheck(t)
 	out := goRun(t, nil, bin, "-runtime", filepath.Join(tmp, "rt"))
 	lines := strings.Split(strings.TrimSpace(out), "\n")
