@@ -42,6 +42,7 @@ require (
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
+	github.com/gcprobe/probe/cmd/finalizercheck v0.0.0-00010101000000-000000000000 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
 	github.com/go-openapi/jsonreference v1.0.0 // indirect
@@ -88,6 +89,7 @@ require (
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
+	golang.org/x/tools v0.52.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
@@ -105,10 +107,15 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
+// finalizercheck, at the version of gcprobe this module requires, for the
+// Dockerfile's runtime build mode: go tool finalizercheck -runtime DIR.
+tool github.com/gcprobe/probe/cmd/finalizercheck
+
 // Development and CI build against this checkout; a user of this module
 // gets the versions required above (replace applies to the main module only).
 replace (
 	github.com/gcprobe/probe => ../..
+	github.com/gcprobe/probe/cmd/finalizercheck => ../../cmd/finalizercheck
 	github.com/gcprobe/probe/exporters/otlp => ../../exporters/otlp
 	github.com/gcprobe/probe/k8sfinalizers => ../../k8sfinalizers
 	github.com/gcprobe/probe/tracing/reconciletrace => ../../tracing/reconciletrace

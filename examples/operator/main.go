@@ -114,9 +114,8 @@ func run(ctx context.Context, cfg *rest.Config, opts Options) (err error) {
 		tp = otp
 	}
 
-	// The probe: its collector on the registry the manager's metrics server
-	// serves, its spans on tp. It is a manager.Runnable.
-	p, err := probe.New(probe.WithRegisterer(metrics.Registry), probe.WithTracerProvider(tp))
+	// The probe is a manager.Runnable.
+	p, err := probe.New(probeOptions(tp, log)...)
 	if err != nil {
 		return err
 	}
@@ -207,6 +206,22 @@ func run(ctx context.Context, cfg *rest.Config, opts Options) (err error) {
 	}
 	log.Info("starting the operator", "metrics", "https://"+opts.MetricsAddr+"/metrics", "profile", ProfilePath)
 	return mgr.Start(ctx)
+}
+
+// probeOptions configures the probe as the README's operator section does:
+// its collector on the registry the manager's metrics server serves, its
+// spans on tp, and its log lines (a site growing, a detector firing) to
+// log, the logger main hands controller-runtime too (ctrl.SetLogger), so
+// that they come out in the operator's format, beside its own. In an
+// operator that set up only controller-runtime's logger, pass
+// slog.New(logr.ToSlogHandler(ctrl.Log)). Without WithLogger they would go
+// to slog.Default(), in another format.
+func probeOptions(tp trace.TracerProvider, log *slog.Logger) []probe.Option {
+	return []probe.Option{
+		probe.WithRegisterer(metrics.Registry),
+		probe.WithTracerProvider(tp),
+		probe.WithLogger(log),
+	}
 }
 
 // tracerProviderFromEnv returns an OTLP tracer provider configured by the
