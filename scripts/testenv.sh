@@ -45,6 +45,78 @@ gcprobe_testenv_first_line() {
 	printf '%s\n' "${out%%$'\n'*}"
 }
 
+# gcprobe_testenv_step says what is about to be built or installed, which
+# tests need it, and how long it takes on a cold machine, so that a long
+# silence is never a mystery: gcprobe_testenv_step WHAT NEEDED_BY COLD.
+gcprobe_testenv_step() {
+	gcprobe_testenv_log "$1; needed by $2; cold: $3"
+}
+
+# gcprobe_testenv_lock takes the lock on FILE, already open (for append,
+# so that opening it keeps the holder's note) on file descriptor FD, for
+# building WHAT: gcprobe_testenv_lock FD FILE WHAT [TIMEOUT]. Two shells
+# sourcing this script at once (CI and a developer, two engineers) then
+# build once: the second waits, then finds the binaries. A shell that
+# waits says so at once, with who holds the lock (the note its holder
+# wrote into FILE), and again every GCPROBE_TESTENV_LOCK_EVERY seconds
+# (30) while it waits. With TIMEOUT (seconds) it gives up after that long
+# and returns 1; without, it waits as long as the holder builds. Without
+# flock it builds unlocked, and says so.
+gcprobe_testenv_lock() {
+	local fd=$1 file=$2 what=$3 timeout=${4:-0}
+	local every=${GCPROBE_TESTENV_LOCK_EVERY:-30} start=$SECONDS slice
+	if ! command -v flock >/dev/null 2>&1; then
+		gcprobe_testenv_log "flock not on PATH: building $what without a lock (two shells at once would both build)"
+		return 0
+	fi
+	if ! flock -n "$fd"; then
+		gcprobe_testenv_log "waiting for the lock $file: $(gcprobe_testenv_lock_holder "$file"); saying so every $every s"
+		while :; do
+			slice=$every
+			if [ "$timeout" -gt 0 ] && [ $((timeout - (SECONDS - start))) -lt "$slice" ]; then
+				slice=$((timeout - (SECONDS - start)))
+			fi
+			if [ "$slice" -gt 0 ] && flock -w "$slice" "$fd"; then
+				break
+			fi
+			if [ "$timeout" -gt 0 ] && [ $((SECONDS - start)) -ge "$timeout" ]; then
+				gcprobe_testenv_log "gave up waiting for the lock $file after $((SECONDS - start)) s: $(gcprobe_testenv_lock_holder "$file")"
+				return 1
+			fi
+			gcprobe_testenv_log "still waiting for the lock $file ($((SECONDS - start)) s): $(gcprobe_testenv_lock_holder "$file")"
+		done
+		gcprobe_testenv_log "got the lock $file after waiting $((SECONDS - start)) s"
+	fi
+	# The note for the next shell that waits: this (sub)shell's pid, when,
+	# what, and the command that sourced this script.
+	local cmd
+	cmd=$(tr '\0' ' ' <"/proc/$$/cmdline" 2>/dev/null) || cmd=$(ps -o args= -p "$$" 2>/dev/null) || cmd=
+	printf 'pid %s\nsince %s\nwhat %s\ncmd %s\n' "${BASHPID:-$$}" "$(date +%s)" "$what" "${cmd% }" >"$file" 2>/dev/null || true
+}
+
+# gcprobe_testenv_lock_holder describes the holder of the lock FILE from
+# the note gcprobe_testenv_lock wrote there.
+gcprobe_testenv_lock_holder() {
+	local k v pid="" since="" what="" cmd=""
+	while IFS=' ' read -r k v; do
+		case $k in
+		pid) pid=$v ;;
+		since) since=$v ;;
+		what) what=$v ;;
+		cmd) cmd=$v ;;
+		esac
+	done <"$1" 2>/dev/null
+	if [ -z "$pid" ]; then
+		printf 'another shell holds it and left no note (a testenv.sh older than the note)'
+		return
+	fi
+	if ! kill -0 "$pid" 2>/dev/null && [ ! -d "/proc/$pid" ]; then
+		printf 'its note names pid %s (%s), no longer running; a process it started may hold it still' "$pid" "$cmd"
+		return
+	fi
+	printf 'pid %s (%s) has been building %s for %s s' "$pid" "$cmd" "$what" "$(($(date +%s) - ${since:-0}))"
+}
+
 # gcprobe_testenv_apt_install installs Debian packages. It needs root; other
 # engineers (or the package manager's own timers) may hold the dpkg lock, so
 # it waits for the lock and retries the index update a few times.
@@ -77,7 +149,9 @@ gcprobe_testenv_prometheus() {
 	prom=$(command -v prometheus || true)
 	tool=$(command -v promtool || true)
 	if [ -z "$prom" ] || [ -z "$tool" ]; then
-		gcprobe_testenv_log "prometheus/promtool not on PATH: installing Debian's prometheus package"
+		gcprobe_testenv_step "prometheus/promtool not on PATH: installing Debian's prometheus package" \
+			"deploy's alerting-rule tests and examples/leakdemo's Prometheus tests (GCPROBE_PROMTOOL, GCPROBE_PROMETHEUS)" \
+			"about a minute (the package index and 22 MB)"
 		if ! gcprobe_testenv_apt_install prometheus; then
 			gcprobe_testenv_log "could not install prometheus: tests that need promtool or prometheus cannot run"
 			return 1
@@ -104,7 +178,8 @@ gcprobe_testenv_cc() {
 	local cc
 	cc=$(command -v "$(go env CC)" || true)
 	if [ -z "$cc" ]; then
-		gcprobe_testenv_log "no C compiler ($(go env CC)) on PATH: installing Debian's gcc package"
+		gcprobe_testenv_step "no C compiler ($(go env CC)) on PATH: installing Debian's gcc package" \
+			"the cgo callback tests of stackcapture and finalizerwatch (internal/cgocall)" "about a minute"
 		if ! gcprobe_testenv_apt_install gcc libc6-dev; then
 			gcprobe_testenv_log "could not install gcc: the cgo callback tests cannot run"
 			return 1
@@ -124,13 +199,14 @@ gcprobe_testenv_otelcol() {
 	# contrib file exporter using the collector builder (nothing serves a
 	# prebuilt collector here, and contrib releases after v0.161.0 do not
 	# build), into "$GCPROBE_CACHE/otelcol-v0.161.0/". A finished build is
-	# reused; a cold one takes a few minutes. The end-to-end tests of
-	# tracing and exporters/otlp read GCPROBE_OTELCOL and skip without it.
+	# reused (0 s). A cold one: the builder ~0.5 min, the collector's
+	# modules ~0.5 min, its compile 3.5 min on 2 cores shared with other
+	# builds (4.5 min in all). exporters/otlp's OTLP end-to-end tests read
+	# GCPROBE_OTELCOL and skip without it.
 	local version=0.161.0
 	local dir="$GCPROBE_CACHE/otelcol-v$version"
 	local bin="$dir/otelcol-gcprobe"
 	if [ ! -x "$bin" ]; then
-		gcprobe_testenv_log "building the OpenTelemetry Collector v$version into $dir (a few minutes)"
 		if ! command -v go >/dev/null 2>&1; then
 			gcprobe_testenv_log "go not on PATH: cannot build the collector"
 			return 1
@@ -139,14 +215,28 @@ gcprobe_testenv_otelcol() {
 			gcprobe_testenv_log "cannot create $dir"
 			return 1
 		fi
-		# The builder is a Go program of its own; it lives beside its
-		# output so that one version never builds with another's builder.
-		if [ ! -x "$dir/builder" ] &&
-			! GOBIN="$dir" go install "go.opentelemetry.io/collector/cmd/builder@v$version"; then
-			gcprobe_testenv_log "go install of the collector builder v$version failed"
-			return 1
-		fi
-		if ! cat >"$dir/manifest.yaml" <<EOF_MANIFEST
+		gcprobe_testenv_step "building the OpenTelemetry Collector v$version into $dir" \
+			"exporters/otlp's OTLP end-to-end tests, TestCollectorEndToEnd and TestCollectorKilledAndRestarted (GCPROBE_OTELCOL)" \
+			"~5 min on 2 cores (builder, modules, compile), then reused"
+		# In a subshell holding the lock: two shells build into one
+		# build directory only one at a time (see gcprobe_testenv_lock).
+		(
+			gcprobe_testenv_lock 9 "$dir/build.lock" "the OpenTelemetry Collector v$version" || exit 1
+			if [ -x "$bin" ]; then
+				gcprobe_testenv_log "the collector was built meanwhile by the shell this one waited for"
+				exit 0
+			fi
+			# The builder is a Go program of its own; it lives beside its
+			# output so that one version never builds with another's
+			# builder.
+			if [ ! -x "$dir/builder" ]; then
+				gcprobe_testenv_log "installing the collector builder v$version (~0.5 min)"
+				if ! GOBIN="$dir" go install "go.opentelemetry.io/collector/cmd/builder@v$version"; then
+					gcprobe_testenv_log "go install of the collector builder v$version failed"
+					exit 1
+				fi
+			fi
+			if ! cat >"$dir/manifest.yaml" <<EOF_MANIFEST
 dist:
   name: otelcol-gcprobe
   description: OpenTelemetry Collector for gcprobe's end-to-end tests
@@ -158,20 +248,25 @@ exporters:
   - gomod: go.opentelemetry.io/collector/exporter/debugexporter v$version
   - gomod: github.com/open-telemetry/opentelemetry-collector-contrib/exporter/fileexporter v$version
 EOF_MANIFEST
-		then
-			gcprobe_testenv_log "cannot write $dir/manifest.yaml"
-			return 1
-		fi
-		if ! "$dir/builder" --config="$dir/manifest.yaml"; then
-			gcprobe_testenv_log "the collector builder failed; see its output above"
-			return 1
-		fi
-		# Copy then rename, so that a build interrupted half-way never
-		# leaves a truncated binary that the check above would reuse.
-		if ! cp "$dir/build/otelcol-gcprobe" "$bin.tmp" || ! mv "$bin.tmp" "$bin"; then
-			gcprobe_testenv_log "cannot install the built collector at $bin"
-			return 1
-		fi
+			then
+				gcprobe_testenv_log "cannot write $dir/manifest.yaml"
+				exit 1
+			fi
+			t=$SECONDS
+			gcprobe_testenv_log "the collector builder: its modules, then its compile (~4 min)"
+			if ! "$dir/builder" --config="$dir/manifest.yaml"; then
+				gcprobe_testenv_log "the collector builder failed; see its output above"
+				exit 1
+			fi
+			# Copy then rename, so that a build interrupted half-way
+			# never leaves a truncated binary that the check above
+			# would reuse.
+			if ! cp "$dir/build/otelcol-gcprobe" "$bin.tmp" || ! mv "$bin.tmp" "$bin"; then
+				gcprobe_testenv_log "cannot install the built collector at $bin"
+				exit 1
+			fi
+			gcprobe_testenv_log "the collector built in $((SECONDS - t)) s"
+		) 9>>"$dir/build.lock" || return 1
 	fi
 	GCPROBE_OTELCOL=$bin
 	export GCPROBE_OTELCOL
@@ -187,7 +282,8 @@ gcprobe_testenv_envtest() {
 	# image's kubectl; then exports KUBEBUILDER_ASSETS with that folder.
 	# Binaries already there are reused: a warm run takes 0.1 s. A cold
 	# run compiles ~0.5 min (etcd) + ~7 min (kube-apiserver) on 2 idle
-	# cores, 3.6 + 13.7 min measured on 2 cores shared with other builds,
+	# cores; on 2 cores shared with other builds 3.6 + 13.7 min were
+	# measured once, 2.6 + 31 min another time (load average 8 to 16);
 	# plus the first download of the modules (a few hundred MB). The
 	# envtest-based tests of k8sfinalizers and examples/operator read
 	# KUBEBUILDER_ASSETS and skip without it.
@@ -205,15 +301,19 @@ gcprobe_testenv_envtest() {
 	fi
 
 	if [ ! -x "$bin/etcd" ] || [ ! -x "$bin/kube-apiserver" ]; then
-		# The builds run in a subshell holding a lock, so that two shells
-		# sourcing this script at once (CI and a developer, two engineers)
-		# build once: the second waits, then finds the binaries. The
-		# subshell also keeps cd-free go -C calls and its variables away
-		# from the caller's shell; exit leaves the subshell only.
+		gcprobe_testenv_step "building the envtest control plane (etcd v$etcd_version, kube-apiserver v$kube_version) into $bin" \
+			"the tests against a real API server: examples/operator's TestE2E and k8sfinalizers' TestEnvtestStuckFinalizer (KUBEBUILDER_ASSETS)" \
+			"~8 min on 2 idle cores, 15-35 min on busy ones, then reused"
+		# The builds run in a subshell holding a lock (gcprobe_testenv_lock:
+		# two shells build once, the second says that it waits and for
+		# whom). The subshell also keeps cd-free go -C calls and its
+		# variables away from the caller's shell; exit leaves the
+		# subshell only.
 		(
-			if command -v flock >/dev/null 2>&1 && ! flock 9; then
-				gcprobe_testenv_log "cannot lock $bin/../build.lock"
-				exit 1
+			gcprobe_testenv_lock 9 "$GCPROBE_CACHE/envtest-$kube_version/build.lock" "etcd v$etcd_version and kube-apiserver v$kube_version" || exit 1
+			if [ -x "$bin/etcd" ] && [ -x "$bin/kube-apiserver" ]; then
+				gcprobe_testenv_log "etcd and kube-apiserver were built meanwhile by the shell this one waited for"
+				exit 0
 			fi
 			src="$GCPROBE_CACHE/envtest-src"
 			# The scratch modules must not see a go.work of an enclosing
@@ -223,7 +323,7 @@ gcprobe_testenv_envtest() {
 
 			if [ ! -x "$bin/etcd" ]; then
 				t=$SECONDS
-				gcprobe_testenv_log "building etcd v$etcd_version into $bin (~30 s)"
+				gcprobe_testenv_log "building etcd v$etcd_version into $bin (its modules, then its compile: ~0.5 min on 2 idle cores, 2.6 min measured on busy ones)"
 				edir="$src/etcd-$etcd_version"
 				# etcd's server module has replace directives, so go
 				# install refuses it; a scratch module requiring it builds.
@@ -241,7 +341,7 @@ gcprobe_testenv_envtest() {
 
 			if [ ! -x "$bin/kube-apiserver" ]; then
 				t=$SECONDS
-				gcprobe_testenv_log "building kube-apiserver v$kube_version into $bin (~7 min on 2 idle cores)"
+				gcprobe_testenv_log "building kube-apiserver v$kube_version into $bin (its modules, then its compile: ~7 min on 2 idle cores, 13-31 min measured on busy ones; go build prints nothing meanwhile)"
 				kdir="$src/kube-apiserver-$kube_version"
 				if ! mkdir -p "$kdir" ||
 					! { [ -f "$kdir/go.mod" ] || "${goenv[@]}" go -C "$kdir" mod init gcprobe.invalid/envtest-kube-apiserver; }; then
@@ -283,7 +383,7 @@ gcprobe_testenv_envtest() {
 				fi
 				gcprobe_testenv_log "kube-apiserver built in $((SECONDS - t)) s"
 			fi
-		) 9>"$bin/../build.lock" || return 1
+		) 9>>"$GCPROBE_CACHE/envtest-$kube_version/build.lock" || return 1
 	fi
 
 	# envtest looks for kubectl in the same folder. The image's kubectl is
@@ -316,7 +416,8 @@ gcprobe_testenv_chromium() {
 	fi
 	bin=$(command -v chromium || true)
 	if [ -z "$bin" ]; then
-		gcprobe_testenv_log "chromium not on PATH: installing Debian's chromium package (about a minute)"
+		gcprobe_testenv_step "chromium not on PATH: installing Debian's chromium package" \
+			"browsertest, the live page in headless Chromium (GCPROBE_CHROMIUM)" "about a minute"
 		if ! gcprobe_testenv_apt_install chromium; then
 			gcprobe_testenv_log "could not install chromium: the live page's browser test cannot run"
 			return 1
@@ -328,7 +429,11 @@ gcprobe_testenv_chromium() {
 		fi
 	fi
 	export GCPROBE_CHROMIUM="$bin"
-	gcprobe_testenv_log "GCPROBE_CHROMIUM=$bin ($(gcprobe_testenv_first_line "$bin" --version))"
+	# Debian's launcher script may complain on standard error before the
+	# version line: print the version line.
+	local version
+	version=$("$bin" --version 2>/dev/null) || true
+	gcprobe_testenv_log "GCPROBE_CHROMIUM=$bin (${version%%$'\n'*})"
 	return 0
 }
 
@@ -357,7 +462,10 @@ gcprobe_testenv_main() {
 	return 0
 }
 
-if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+if [ -n "${GCPROBE_TESTENV_DEFINE_ONLY:-}" ]; then
+	# Only the functions, for scripts/testenv_test.sh: nothing is built.
+	:
+elif [ "${BASH_SOURCE[0]}" = "$0" ]; then
 	# Run directly, the exports die with this process: still useful to
 	# install, but say how to get the variables.
 	gcprobe_testenv_main || exit 1
