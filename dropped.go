@@ -2,6 +2,7 @@ package probe
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -81,11 +82,16 @@ func (d *droppedLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time
 // log. Another watcher already attached is logged, not an error: the
 // probe still runs on its drop-in ledger.
 func (p *Probe) attachRuntime() {
-	if !finalizerwatch.RuntimeMode() {
-		return
-	}
 	detach, err := p.watcher.AttachRuntime()
-	if err != nil {
+	switch {
+	case errors.Is(err, finalizerwatch.ErrNoRuntimeMode):
+		return
+	case err != nil && !finalizerwatch.RuntimeMode():
+		// Built with the mode's tag, against a runtime that another
+		// gcprobe version patched: its hooks are not ours to read.
+		p.eventLogger().Error("gcprobe: runtime build mode off: the runtime's hooks do not match this gcprobe; nothing outside finalizerwatch's drop-in is counted", "err", err)
+		return
+	case err != nil:
 		p.eventLogger().Warn("gcprobe: runtime build mode not attached", "err", err)
 		return
 	}

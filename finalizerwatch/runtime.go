@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,7 @@ type rtHookTable struct {
 	cleanupDone    func(tok, state uint64)
 }
 
-const rtHookVersion = 1
+const rtHookVersion = 2
 
 const (
 	tokCycleBits = 25
@@ -80,6 +81,25 @@ var rtTable = rtHookTable{
 	cleanupDone:    rtCleanupDone,
 }
 
+// rtDetached is the table the runtime reads once the last attachment is
+// detached: registrations are not counted (their hooks return 0 at once),
+// while the clears, Stops and runs of those counted before still are, so
+// that the ledger stays exact across any sequence of attach and detach (a
+// probe's Start, Stop and Start). Were the hooks set to nil instead, a
+// registration counted while attached and run, cleared or stopped while
+// detached would stay outstanding in the ledger forever.
+var rtDetached = rtHookTable{
+	version:        rtHookVersion,
+	finalizerSet:   func(unsafe.Pointer, uintptr) uint64 { return 0 },
+	finalizerClear: rtFinalizerClear,
+	finalizerStart: rtFinalizerStart,
+	finalizerDone:  rtFinalizerDone,
+	cleanupAdd:     func(unsafe.Pointer, uintptr) uint64 { return 0 },
+	cleanupStop:    rtCleanupStop,
+	cleanupStart:   rtCleanupStart,
+	cleanupDone:    rtCleanupDone,
+}
+
 var (
 	rtMu      sync.Mutex
 	rtAttachN int                     // attachments not yet detached, under rtMu
@@ -92,8 +112,13 @@ var ErrNoRuntimeMode = errors.New("finalizerwatch: this binary was not built in 
 
 // RuntimeMode reports whether the binary was built in the runtime build
 // mode, in which AttachRuntime makes the runtime report every
-// registration in the binary to a ledger.
-func RuntimeMode() bool { return rtLinked() }
+// registration in the binary to a ledger: with the gcprobe_runtime tag
+// and a runtime that finalizercheck -runtime patched with hooks of this
+// gcprobe's version. (A build with the tag and an unpatched runtime does
+// not link: rtlink_on.go. One whose runtime was patched by a gcprobe of
+// another version links, and RuntimeMode is false: AttachRuntime's error
+// says why.)
+func RuntimeMode() bool { return rtLinked() && rtVersion() == rtHookVersion }
 
 // AttachRuntime makes the Go runtime report every SetFinalizer,
 // AddCleanup, Cleanup.Stop and every finalizer and cleanup run in the
@@ -104,10 +129,12 @@ func RuntimeMode() bool { return rtLinked() }
 // The runtime keeps the tokens of w's entries with the registrations, so
 // one Watcher only may ever be attached in a process: attaching another
 // after it is an error. Attachments nest: the hooks stay on until every
-// detach has been called (detach is idempotent). While detached, the
-// runtime's hooks cost a nil check and registrations are not counted;
-// registrations counted before still count when they run or are cleared
-// once attached again.
+// detach has been called (detach is idempotent). While detached,
+// registrations are not counted (the runtime's hook is a call that
+// returns at once; before the first attachment, a nil check), while the
+// registrations counted before are: their runs, clears and Stops while
+// detached are counted as they happen, so that the ledger's counts stay
+// exact across any sequence of attach and detach.
 func (w *Watcher) AttachRuntime() (detach func(), err error) {
 	if !rtLinked() {
 		return nil, ErrNoRuntimeMode
@@ -130,7 +157,7 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 			rtMu.Lock()
 			defer rtMu.Unlock()
 			if rtAttachN--; rtAttachN == 0 {
-				rtStore(nil)
+				rtStore(unsafe.Pointer(&rtDetached))
 			}
 		})
 	}, nil
@@ -141,16 +168,51 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 // runtime.SetFinalizer or AddCleanup that the runtime passes
 // (sys.GetCallerPC). The frames between (the hook's, the runtime's) are
 // found by that PC rather than counted, so that inlining decisions in
-// either cannot shift the stack. If pc is not among them (a walk that
-// fell back to runtime.Callers may write another PC for an inlined
-// frame), the stack is kept whole.
+// either cannot shift the stack.
+//
+// pc is not among them where the caller of the runtime function keeps no
+// frame record: reflect.Value.Call calls a function through the runtime's
+// assembly trampolines (runtime.call32 and its siblings, asm_amd64.s's
+// CALLFN), which save no frame pointer, so a frame-pointer walk goes from
+// runtime.SetFinalizer straight to reflect.Value.call, as runtime.Callers
+// does (it elides them as wrappers); and a walk that fell back to
+// runtime.Callers may write another PC for an inlined frame. The stack
+// then begins above the frames of the hook (gcprobe's) and of the
+// runtime below it. Were it kept whole, the hook's own frames would make
+// the registration look like gcprobe's own, and it would not be counted.
 func fromPC(pcs []uintptr, pc uintptr) []uintptr {
 	for i, p := range pcs {
 		if p == pc {
 			return pcs[i:]
 		}
 	}
-	return pcs
+	i := 0
+	for i < len(pcs) && stackcapture.OriginOf(pcs[i]) == stackcapture.OriginGcprobe {
+		i++
+	}
+	for i < len(pcs) && inRuntimePackage(pcs[i]) {
+		i++
+	}
+	if i == len(pcs) {
+		return pcs
+	}
+	return pcs[i:]
+}
+
+// inRuntimePackage reports whether the function at return PC pc is
+// package runtime's (not runtime/x's, nor a module's whose path begins
+// with "runtime.").
+func inRuntimePackage(pc uintptr) bool {
+	fs := stackcapture.PCFrames(pc)
+	if len(fs) == 0 {
+		return false
+	}
+	fn := fs[len(fs)-1].Function // the physical function, not one inlined into it
+	rest, ok := strings.CutPrefix(fn, "runtime.")
+	if i := strings.IndexByte(rest, '['); i >= 0 {
+		rest = rest[:i]
+	}
+	return ok && !strings.Contains(rest, "/")
 }
 
 // rtFinalizerSet and rtCleanupAdd are the registration hooks. A
@@ -278,7 +340,8 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 		case stackcapture.OriginGcprobe:
 			s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect, s.own = w, k, pc, true, true })
 		default:
-			s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect = w, k, pc, true })
+			v := resVariantAt(pc)
+			s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect, s.variant = w, k, pc, true, v })
 		}
 		if s == nil {
 			return &w.overflow[k]
@@ -290,7 +353,7 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	case s.own:
 		return nil
 	}
-	return w.rtIndirectSite(k, pc, typ)
+	return w.rtIndirectSite(k, pc, typ, s.variant)
 }
 
 // rtIndirectSite finds the site of a registration the runtime was asked
@@ -310,7 +373,7 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 // rtShortWalk PCs with the stack going on.)
 //
 //go:noinline
-func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
+func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer, variant uint8) *site {
 	var pcs [stackcapture.MaxDepth]uintptr
 	n := stackcapture.Callers(0, pcs[:rtShortWalk])
 	stack, at, own := siteFrame(pcs[:n], pc)
@@ -318,7 +381,7 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 		return nil
 	}
 	if at >= 0 {
-		if s := w.sites.Get(rtSiteKey(k, stack[at], typ)); s != nil {
+		if s := w.sites.Get(rtSiteKey(k, stack[at], typ, variant)); s != nil {
 			return s
 		}
 	}
@@ -330,14 +393,14 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 	if at < 0 {
 		at = max(0, len(stack)-2) // the goroutine's first function, above runtime.goexit
 	}
-	h, key := rtSiteKey(k, stack[at], typ)
+	h, key := rtSiteKey(k, stack[at], typ, variant)
 	if s := w.sites.Get(h, key); s != nil {
 		return s
 	}
 	if w.sites.Len() >= w.sites.Limit() {
 		return &w.overflow[k]
 	}
-	res := resourceIndex(typ)
+	res := resourceIndex(typ, variant)
 	stk := w.stacks.Intern(stack)
 	if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, stack[at], stk); s.res = res }); s != nil {
 		return s
@@ -368,10 +431,11 @@ func siteFrame(pcs []uintptr, pc uintptr) (stack []uintptr, at int, own bool) {
 }
 
 // rtSiteKey is the key of the entry of an indirect registration of kind k
-// at the user's pc, of an object of type typ.
-func rtSiteKey(k Kind, pc uintptr, typ unsafe.Pointer) (uint64, siteKey) {
+// at the user's pc, of an object of type typ registered as variant (a
+// type's address is a multiple of 8: the variant fits below it).
+func rtSiteKey(k Kind, pc uintptr, typ unsafe.Pointer, variant uint8) (uint64, siteKey) {
 	h, key := pcKey(k, pc)
-	key.hash = uint64(uintptr(typ))
+	key.hash = uint64(uintptr(typ)) | uint64(variant&7)
 	return h ^ key.hash*0x9e3779b97f4a7c15, key
 }
 
@@ -485,26 +549,69 @@ var knownResources = map[string]Resource{
 	"exec.Cmd":         {Name: "exec.Cmd"},
 }
 
+// Resource variants: what a registration of a type registers, where the
+// type alone does not tell. net's sockets are one type (netFD), whether a
+// connection or a listener: net.Listen's is registered in
+// (*netFD).listenStream, net.ListenPacket's in listenDatagram (into
+// which go1.26 inlines setAddr, the registering function), every
+// connection's elsewhere.
+const (
+	resVariantNone     uint8 = iota
+	resVariantListener       // a stream listener (net.Listener)
+	resVariantPacket         // a bound packet socket (net.PacketConn)
+)
+
+// resVariantAt returns the variant of the registrations at return PC pc
+// inside the standard library: symbolized once per PC, when its indirect
+// entry is made. Built with inlining off (-gcflags=-l), pc is in setAddr
+// itself and a listener reads as a connection.
+func resVariantAt(pc uintptr) uint8 {
+	for _, f := range stackcapture.PCFrames(pc) {
+		switch f.Function {
+		case "net.(*netFD).listenStream":
+			return resVariantListener
+		case "net.(*netFD).listenDatagram":
+			return resVariantPacket
+		}
+	}
+	return resVariantNone
+}
+
+// variantResources name the variants of known types.
+var variantResources = map[string][3]Resource{
+	"net.netFD": {
+		resVariantListener: {Name: "net.Listener", DroppedWithoutClose: true},
+		resVariantPacket:   {Name: "net.PacketConn", DroppedWithoutClose: true},
+	},
+}
+
 // maxResources bounds the resource table: types past it share the last
 // entry.
 const maxResources = 255
 
+type resKey struct {
+	typ     unsafe.Pointer
+	variant uint8
+}
+
 var (
 	resMu     sync.Mutex // guards resByType and the growth of resources
-	resByType = map[unsafe.Pointer]uint8{}
+	resByType = map[resKey]uint8{}
 	resN      int // entries of resources in use, index 0 (none) included
 	// resources are read without the lock: each entry is stored once.
 	resources [maxResources + 1]atomic.Pointer[Resource]
 )
 
-// resourceIndex returns the index of typ's Resource, adding it.
-func resourceIndex(typ unsafe.Pointer) uint8 {
+// resourceIndex returns the index of the Resource of typ registered as
+// variant, adding it.
+func resourceIndex(typ unsafe.Pointer, variant uint8) uint8 {
 	if typ == nil {
 		return 0
 	}
 	resMu.Lock()
 	defer resMu.Unlock()
-	if i, ok := resByType[typ]; ok {
+	rk := resKey{typ, variant}
+	if i, ok := resByType[rk]; ok {
 		return i
 	}
 	if resN == 0 {
@@ -521,10 +628,13 @@ func resourceIndex(typ unsafe.Pointer) uint8 {
 	if !ok {
 		r = Resource{Name: t.String()}
 	}
+	if vr, ok := variantResources[t.String()]; ok && int(variant) < len(vr) && vr[variant].Name != "" {
+		r = vr[variant]
+	}
 	i := uint8(resN)
 	resN++
 	resources[i].Store(&r)
-	resByType[typ] = i
+	resByType[rk] = i
 	return i
 }
 

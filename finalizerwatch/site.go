@@ -89,7 +89,12 @@ type site struct {
 	// entry reached through the standard library registered (runtime.go),
 	// 0 for none.
 	res uint8
-	_   [16]byte // the node's second line starts with reg
+	// variant is, in the runtime build mode, what the standard library's
+	// registrations at an indirect entry's return PC register beyond
+	// their type (resVariantListener: net.Listen's socket, not a
+	// connection; runtime.go's resVariantAt).
+	variant uint8
+	_       [15]byte // the node's second line starts with reg
 
 	// reg counts the registrations made in each cycle of the ring's
 	// window, ends those of them that ran or were cleared (mod 2^32;

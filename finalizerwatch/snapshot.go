@@ -250,12 +250,30 @@ type counterSums struct {
 	durCount, durSumNs uint64
 }
 
-// add adds entry e's counters to c, and its histogram's counts to dur.
-func (c *counterSums) add(e *site, dur *[durBuckets]uint64) {
-	c.Counts.Add(e.counts())
+// add adds entry e's counters to c, and its histogram's counts to dur,
+// and returns e's counters.
+func (c *counterSums) add(e *site, dur *[durBuckets]uint64) Counts {
+	ec := e.counts()
+	c.Counts.Add(ec)
 	n, sumNs := e.dur.addTo(dur)
 	c.durCount += n
 	c.durSumNs += sumNs
+	return ec
+}
+
+// namesBetter reports whether an entry with counts a names its line's
+// resource better than one with counts b: a line's entries are kept apart
+// by the type they registered (net.Listen's line also opens, and closes,
+// a file the first time: net's somaxconn), and the line is named by what
+// was dropped the most, else is outstanding the most, else registered.
+func namesBetter(a, b Counts) bool {
+	if a.Dropped != b.Dropped {
+		return a.Dropped > b.Dropped
+	}
+	if a.Outstanding != b.Outstanding {
+		return a.Outstanding > b.Outstanding
+	}
+	return a.Registered > b.Registered
 }
 
 // restSums are the counts of the sites outside the top k, as of the
@@ -691,15 +709,19 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 	copy(counts, ts.dur[:])
 	c := ts.counterSums
 	n := 0
+	res, resCounts := g.head.res, Counts{}
 	for e := g.head; e != nil && n < liveEntries; e = e.next {
 		n++
-		c.add(e, (*[durBuckets]uint64)(counts))
+		ec := c.add(e, (*[durBuckets]uint64)(counts))
+		if e.res != 0 && (res == 0 || n == 1 || namesBetter(ec, resCounts)) {
+			res, resCounts = e.res, ec
+		}
 	}
 	*s = SiteStats{
 		Kind:     g.kind,
 		Site:     *g.frame,
 		Counts:   c.Counts,
-		Resource: resourceOf(g.head.res).Name,
+		Resource: resourceOf(res).Name,
 		Survived: ts.survived,
 		Suspect:  min(g.suspect, c.Outstanding),
 		Class:    g.class,

@@ -127,8 +127,10 @@ type SiteStats struct {
 	// ClearedOutside, Dropped, Outstanding.
 	Counts
 	// Resource is, in the runtime build mode, what the standard library
-	// registered at this site ("os.File", "net.Conn"; see Resource), empty
-	// for a registration made by the site itself.
+	// registered at this site ("os.File", "net.Conn", "net.Listener"; see
+	// Resource; where a line registered several, the one it dropped the
+	// most, else holds the most outstanding), empty for a registration
+	// made by the site itself.
 	Resource string
 	// Survived[i] counts outstanding registrations that have survived i GC
 	// cycles; the last bucket counts AgeBuckets-1 cycles or more.

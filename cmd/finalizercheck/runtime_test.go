@@ -178,14 +178,55 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 1\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
+		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 2\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
 		if err := os.WriteFile(hooks, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out := goRun(t, dir, nil, goArgs([]string{"run"}, other, "./rtmode")...)
-		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 1") {
-			t.Fatalf("a runtime of another hook version was not refused:\n%s", out)
+		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 2") || !strings.Contains(out, "runtime mode: false") {
+			t.Fatalf("a runtime of another hook version was not refused, or the mode was claimed:\n%s", out)
 		}
+	})
+	// A build with the tag whose runtime is not the patched one must not
+	// link, rather than claim a mode that counts nothing: the tag alone
+	// (the overlay forgotten), and the overlay written for another
+	// toolchain (GOTOOLCHAIN or a go.mod toolchain line switched the
+	// go command to one whose files the overlay does not name).
+	refused := func(t *testing.T, args ...string) {
+		t.Helper()
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "runtime.gcprobePatchedRuntime") {
+			t.Fatalf("go %s: want a link error naming runtime.gcprobePatchedRuntime, got err %v:\n%s", strings.Join(args, " "), err, out)
+		}
+		if strings.Contains(string(out), "runtime mode: true") {
+			t.Fatalf("the program ran and claimed the mode:\n%s", out)
+		}
+	}
+	t.Run("the tag without the overlay", func(t *testing.T) {
+		refused(t, "run", flags[1], "./rtmode")
+	})
+	t.Run("another toolchain's overlay", func(t *testing.T) {
+		overlay := strings.TrimPrefix(flags[0], "-overlay=")
+		b, err := os.ReadFile(overlay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		goroot := strings.TrimSpace(goRun(t, dir, nil, "env", "GOROOT"))
+		elsewhere := filepath.Join(t.TempDir(), "go1.99.0", "overlay.json")
+		b = bytes.ReplaceAll(b, []byte(`"`+filepath.Join(goroot, "src")+"/"), []byte(`"/opt/another-go/src/`))
+		if !bytes.Contains(b, []byte("/opt/another-go/src/runtime/gcprobe_hooks.go")) {
+			t.Fatalf("could not move the overlay to another toolchain's paths:\n%s", b)
+		}
+		if err := os.MkdirAll(filepath.Dir(elsewhere), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(elsewhere, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		refused(t, "run", "-overlay="+elsewhere, flags[1], "./rtmode")
 	})
 	t.Run("without the flag", func(t *testing.T) {
 		out := goRun(t, dir, nil, "run", "./rtmode")
