@@ -35,13 +35,18 @@ type Collector struct {
 	mu        sync.Mutex
 	other     [numKinds]otherState
 	unwatched [numKinds]uint64
-	members   []*member
-	total     [numKinds][]uint64 // per kind, the counters summed over every site
-	otherVec  []uint64           // the counters to export under "other"
+	// kindTotals are the per-kind totals last exported, by counter: a
+	// total never goes below one already exported.
+	kindTotals [numKinds][finalizerwatch.NumCounters]uint64
+	members    []*member
+	total      [numKinds][]uint64 // per kind, the counters summed over every site
+	otherVec   []uint64           // the counters to export under "other"
 	// otherLabels are the label pairs of the "other" series of each kind.
 	otherLabels [numKinds][]*dto.LabelPair
-	seen        []string // detector names exported by this Collect
-	msn         memstats.Snapshot
+	// kindLabels are the label pairs (kind) of each kind's totals.
+	kindLabels [numKinds][]*dto.LabelPair
+	seen       []string // detector names exported by this Collect
+	msn        memstats.Snapshot
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -66,6 +71,7 @@ func New(opts ...Option) (*Collector, error) {
 	for k, kind := range finalizerwatch.Kinds {
 		c.other[k] = newOtherState(n)
 		c.otherLabels[k] = siteLabels(c.d, kind.String(), otherSite)
+		c.kindLabels[k] = prometheus.MakeLabelPairs(c.d.queued, []string{kind.String()})
 	}
 	for k := range c.total {
 		c.total[k] = make([]uint64, n)
@@ -136,6 +142,7 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, sn *finalizerwatch
 			executed[k] += top[i].Executed
 		}
 		tracked[k] = ks.Tracked
+		c.sendKindTotals(ch, k, total)
 		c.members = c.other[k].update(top, ks.Ranked, total, c.otherVec, c.members)
 		kl := kind.String()
 		var vals siteValues
@@ -154,6 +161,26 @@ func (c *Collector) collectSites(ch chan<- prometheus.Metric, sn *finalizerwatch
 			c.sendSite(ch, c.otherLabels[k], &vals, ks.Other.Resource, c.otherVec)
 		}
 	}
+}
+
+// sendKindTotals sends the exact per-kind totals of the counters, from
+// total, the ledger vector summed over every site of the kind. Its
+// "other" part is as of the ranking and its top K part live, so a site
+// that leaves the top K could, in principle, count lower under the next
+// ranking than it was read live; the high-water mark keeps the series a
+// counter.
+func (c *Collector) sendKindTotals(ch chan<- prometheus.Metric, k int, total []uint64) {
+	prev := &c.kindTotals[k]
+	tm := &kindTotalMetrics{d: c.d, labels: c.kindLabels[k]}
+	for i, d := range c.d.kindTotal {
+		if d == nil {
+			continue
+		}
+		prev[i] = max(prev[i], total[i])
+		tm.values[i] = float64(prev[i])
+		tm.m[i] = kindTotalMetric{t: tm, i: i}
+	}
+	tm.send(ch)
 }
 
 // sendSite sends the series of one site, or of "other", from its label

@@ -1,8 +1,10 @@
 package promexporter
 
 import (
+	"strings"
 	"sync"
 
+	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,6 +25,10 @@ type descs struct {
 	// label resource too where the row says so.
 	site     [numSiteSeries]*prometheus.Desc
 	duration *prometheus.Desc
+	// Per kind (label kind): kindTotal[i] is the exact total over every
+	// site of siteSeries[i], a counter of finalizerwatch.Counters; nil for
+	// the gauges.
+	kindTotal [finalizerwatch.NumCounters]*prometheus.Desc
 	// The callback running now at a site (labels kind, site).
 	running *prometheus.Desc
 	// The runtime's queues (label kind).
@@ -83,6 +89,10 @@ var descriptors = sync.OnceValue(func() *descs {
 			labels = resource
 		}
 		ds.site[i] = d(r.name, r.help, labels)
+		if r.counter && i < finalizerwatch.NumCounters {
+			ds.kindTotal[i] = d(kindTotalName(r.name),
+				"The kind's total of "+r.name+" over every site, the sites outside the top K included: exact whichever sites are in the top K, which a sum of the per-site series is not.", kind)
+		}
 	}
 	return ds
 })
@@ -90,6 +100,11 @@ var descriptors = sync.OnceValue(func() *descs {
 // all lists every descriptor, for Describe.
 func (d *descs) all() []*prometheus.Desc {
 	all := append(d.site[:len(d.site):len(d.site)], d.duration)
+	for _, t := range d.kindTotal {
+		if t != nil {
+			all = append(all, t)
+		}
+	}
 	return append(all,
 		d.running,
 		d.queueLength, d.queueLatency, d.queued, d.runtimeExecuted, d.unwatched,
@@ -97,4 +112,10 @@ func (d *descs) all() []*prometheus.Desc {
 		d.detector,
 		d.sitesOverflow, d.stacksOverflow, d.sitesTracked,
 	)
+}
+
+// kindTotalName is the name of the per-kind total of the per-site counter
+// named name: gcprobe_finalizers_all_<counter>_total.
+func kindTotalName(name string) string {
+	return strings.Replace(name, "gcprobe_finalizers_", "gcprobe_finalizers_all_", 1)
 }

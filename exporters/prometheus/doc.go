@@ -42,6 +42,9 @@
 //	                                                                  ran for a file, connection, os.Root or os.Process dropped without Close
 //	                                                                  (runtime build mode; sent for sites registered through the standard library;
 //	                                                                  resource is finalizerwatch.SiteStats.Resource, "" under site="other")
+//	gcprobe_finalizers_all_registered_total    counter    kind        the kind's exact total of gcprobe_finalizers_registered_total over every site;
+//	                                                                  likewise _all_executed_total, _all_cleared_total, _all_cleared_outside_total
+//	                                                                  and _all_dropped_total (sent always)
 //	gcprobe_finalizers_suspect_objects         gauge      kind, site  outstanding and survived >= the watcher's SuspectCycles GC cycles
 //	gcprobe_finalizers_growing                 gauge      kind, site  1 while the growth model classes the site growing (a leak), else 0;
 //	                                                                  under site="other", how many growing sites are outside the top K
@@ -103,12 +106,19 @@
 // sites added while outside the top K, so that they never go down when a
 // site joins the top K and takes its count with it. When a kind first has
 // more than K sites, other starts as the exact sum of the sites outside
-// the top K; from then on it grows by exactly what those sites add. So
-// rates summed over sites (sum(rate(...))) are exact, while raw counter
-// values summed over sites count a site's past twice once it has joined
-// the top K from outside (in its own series, which starts at its full
-// count, and in other). When a site leaves the top K its series ends, and
-// what it adds afterwards goes to other.
+// the top K; from then on it grows by exactly what those sites add. A
+// site's own series, though, always shows its full count: when a site
+// leaves the top K and later returns, its series resumes at a count that
+// includes what it added while away, which other has already counted, and
+// increase() or rate() over a range that spans its absence counts that
+// twice. Two sites trading the K-th place every cycle, as sites near the
+// line do in a busy program, make sum(rate(...)) over sites nearly twice
+// the truth. Sums over sites are therefore not exact; for the totals of a
+// kind use the gcprobe_finalizers_all_*_total counters, which are the
+// ledger's totals (the sites outside the top K as of the latest ranking,
+// at most one GC cycle old, the top K live) and exact whichever sites are
+// in the top K. The duration histogram has no per-kind total:
+// gcprobe_finalizers_all_executed_total counts its runs.
 //
 // gcprobe_finalizers_unwatched_total is the runtime's executed count less
 // the watcher's executed count, the runs of the process's GC-cycle

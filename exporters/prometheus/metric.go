@@ -1,6 +1,7 @@
 package promexporter
 
 import (
+	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -98,7 +99,41 @@ func (m *histMetric) Write(out *dto.Metric) error {
 	return nil
 }
 
+// kindTotalMetrics are the per-kind totals of the counters (descs.kindTotal)
+// of one kind in one Collect, made, like siteMetrics, in one allocation.
+type kindTotalMetrics struct {
+	d      *descs
+	labels []*dto.LabelPair // kind
+	values [finalizerwatch.NumCounters]float64
+	// m[i] is the series of d.kindTotal[i]; one with a nil t is not sent.
+	m [finalizerwatch.NumCounters]kindTotalMetric
+}
+
+// kindTotalMetric is the counter d.kindTotal[i] of its kindTotalMetrics.
+type kindTotalMetric struct {
+	t *kindTotalMetrics
+	i int
+}
+
+func (m *kindTotalMetric) Desc() *prometheus.Desc { return m.t.d.kindTotal[m.i] }
+
+func (m *kindTotalMetric) Write(out *dto.Metric) error {
+	out.Label = m.t.labels
+	out.Counter = &dto.Counter{Value: &m.t.values[m.i]}
+	return nil
+}
+
+// send sends the totals.
+func (t *kindTotalMetrics) send(ch chan<- prometheus.Metric) {
+	for i := range t.m {
+		if t.m[i].t != nil {
+			ch <- &t.m[i]
+		}
+	}
+}
+
 var (
+	_ prometheus.Metric = (*kindTotalMetric)(nil)
 	_ prometheus.Metric = (*scalarMetric)(nil)
 	_ prometheus.Metric = (*histMetric)(nil)
 )

@@ -116,9 +116,13 @@ type member struct {
 // gone unchanged, and what it adds from then on goes to other. Between two
 // Collects, other therefore grows by exactly the increments of the sites
 // outside the top K (or just arrived in it), and the increments of all
-// series add up to the increments of the total: sum(rate(...)) over sites
-// is exact. Summing the raw values is not: a site that joins the top K
-// shows its full count while other keeps what it counted before.
+// series from one Collect to the next add up to the increments of the
+// total. That does not make sums over sites exact in Prometheus: a site
+// that joins the top K shows its full count while other keeps what it
+// counted before, and one that returns resumes its old series with what
+// it added while away, which increase() over a range spanning its absence
+// counts again (see the package documentation; the per-kind totals,
+// gcprobe_finalizers_all_*_total, are exact).
 //
 // Until a kind first has more than K sites, every site is in the top K
 // and other has never been exported: there is no history to keep, so the

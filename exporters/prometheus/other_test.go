@@ -249,3 +249,84 @@ func TestOtherStartsExact(t *testing.T) {
 		}
 	}
 }
+
+// TestKindTotalsExactWhileSitesTradePlaces has two churn sites trade the
+// top place every Collect under WithTopK(1), and adds up each series'
+// increase as Prometheus's increase() does over a range (the samples a
+// series has, gaps ignored, a drop read as a reset). Summed over the
+// per-site series, that counts what a site added while outside the top K
+// twice, once under "other" and once in its own series when it returns,
+// as the package documentation says; the per-kind totals count it once.
+func TestKindTotalsExactWhileSitesTradePlaces(t *testing.T) {
+	const steps, per = 100, 150
+	bounds := finalizerwatch.DurationBounds()
+	sites := make([]finalizerwatch.SiteStats, 2)
+	for i := range sites {
+		sites[i] = finalizerwatch.SiteStats{
+			Kind:     finalizerwatch.KindCleanup,
+			Site:     stackcapture.Frame{Function: fmt.Sprintf("example.com/app.churn%d", i), File: "/src/app/f.go", Line: 10 + i},
+			Duration: finalizerwatch.Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)},
+		}
+	}
+	c := newCollector(t, WithWatcher(newWatcher(t)), WithTopK(1))
+	setSites(c, func() []finalizerwatch.SiteStats { return slices.Clone(sites) })
+
+	// increase accumulates, per series, what increase() over the whole
+	// run reads from its samples.
+	last := map[string]float64{}
+	increase := map[string]float64{}
+	sample := func(name string) {
+		for _, m := range gather(t, c)[name].GetMetric() {
+			l := labels(m)
+			key := l[labelKind] + "/" + l[labelSite]
+			v := m.GetCounter().GetValue()
+			if p, ok := last[key]; ok {
+				if v >= p {
+					increase[key] += v - p
+				} else {
+					increase[key] += v
+				}
+			}
+			last[key] = v
+		}
+	}
+	step := func(i int) {
+		for j := range sites {
+			s := &sites[j]
+			s.Registered += per
+			// The leader, by outstanding count, alternates.
+			s.Outstanding = 0
+			if i%2 == j {
+				s.Outstanding = 1
+			}
+			s.Executed = s.Registered - s.Outstanding
+		}
+	}
+	step(0)
+	sample("gcprobe_finalizers_registered_total")
+	sample("gcprobe_finalizers_all_registered_total")
+	for i := 1; i <= steps; i++ {
+		step(i)
+		sample("gcprobe_finalizers_registered_total")
+		sample("gcprobe_finalizers_all_registered_total")
+	}
+
+	registered := float64(2 * per * steps) // since the first sample
+	var summed float64
+	for key, v := range increase {
+		if key != "cleanup/" {
+			summed += v
+		}
+	}
+	if got := increase["cleanup/"]; got != registered {
+		t.Errorf("gcprobe_finalizers_all_registered_total grew by %v, want %v, the registrations", got, registered)
+	}
+	// "other" counts every registration: each step, those of the site
+	// that left the top K and of the one that returned, whose series
+	// had no sample then. The returning site's own series, on each
+	// return after its first, counts again the two steps since its
+	// previous sample: nearly twice the registrations in all.
+	if want := registered + float64(2*per*(steps-1)); summed != want {
+		t.Errorf("the per-site series summed grew by %v, want %v (%v registrations): what a site added away from the top K should count twice, as documented", summed, want, registered)
+	}
+}

@@ -31,6 +31,37 @@ func TestDocListsSiteSeries(t *testing.T) {
 	}
 }
 
+// The package documentation and docs/metrics.md name every per-kind total,
+// and every counter of the ledger has one.
+func TestDocListsKindTotals(t *testing.T) {
+	d := descriptors()
+	var names []string
+	for i, r := range siteSeries {
+		if !r.counter || i >= finalizerwatch.NumCounters {
+			continue
+		}
+		if d.kindTotal[i] == nil {
+			t.Errorf("%s has no per-kind total", r.name)
+		}
+		names = append(names, kindTotalName(r.name))
+	}
+	if len(names) == 0 {
+		t.Fatal("no per-kind totals")
+	}
+	for _, file := range []string{"doc.go", "../../docs/metrics.md"} {
+		doc, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			// The tables name the first in full, the others by suffix.
+			if !strings.Contains(string(doc), strings.TrimPrefix(name, "gcprobe_finalizers")) {
+				t.Errorf("%s does not name %s", file, name)
+			}
+		}
+	}
+}
+
 // The dropped series has the labels kind, resource and site, in that
 // order, and is sent for a site registered through the standard library
 // (0 or not), for any site that counts drops, and for "other" once it
