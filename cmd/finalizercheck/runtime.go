@@ -191,6 +191,11 @@ func (c *runtimeConfig) run(stdout io.Writer) error {
 	tags := mergeTags(runtimeTag, flagInGoflags(env.GOFLAGS, "tags"), c.tags)
 	fmt.Fprintf(stdout, "# runtime build mode for %s (%s): patched runtime/%s, added runtime/gcprobe_hooks.go\n",
 		env.GOVERSION, env.GOARCH, strings.Join(slices.Sorted(maps.Keys(patched)), ", runtime/"))
+	which := env.GOVERSION + " at " + goroot
+	if c.goroot != "" {
+		which = version
+	}
+	fmt.Fprintf(stdout, "# build with this go, %s: under another toolchain (GOTOOLCHAIN, a go.mod toolchain line) the build fails to link runtime.gcprobePatchedRuntime\n", which)
 	fmt.Fprintln(stdout, "# add these flags to go build, go test and go run (the standard library is rebuilt once, then cached):")
 	fmt.Fprintf(stdout, "-overlay=%s -tags=%s\n", overlayFile, tags)
 	return nil
