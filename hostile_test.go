@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,17 @@ func TestPanicsInsideTheProbeAreRecovered(t *testing.T) {
 }
 
 // loadDuration is how long the load test runs: 30 s, or 3 s with -short.
+// silentGrace is the least time a client that has connected and sent
+// nothing keeps its place in a full listener whose accept queue is not
+// empty: the kernel's TCP_DEFER_ACCEPT second on Linux (the listener
+// gets the connection only then), the pressed grace elsewhere.
+var silentGrace = func() time.Duration {
+	if runtime.GOOS == "linux" {
+		return time.Second
+	}
+	return 50 * time.Millisecond
+}()
+
 func loadDuration() time.Duration {
 	if testing.Short() {
 		return 3 * time.Second
@@ -108,7 +120,7 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), loadDuration())
 	defer cancel()
 	var wg sync.WaitGroup
-	var ok, busy, failed, spare atomic.Int64
+	var ok, busy, failed, spare, silent atomic.Int64
 	var firstErr atomic.Value
 	for i := range 100 {
 		path := "/metrics"
@@ -120,8 +132,13 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 			defer wg.Done()
 			for ctx.Err() == nil {
 				var conn httptrace.GotConnInfo
+				// Set on the transport's dialling and writing
+				// goroutines: Unix nanoseconds, 0 until then.
+				var dialed, wrote atomic.Int64
 				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
-					GotConn: func(info httptrace.GotConnInfo) { conn = info },
+					GotConn:      func(info httptrace.GotConnInfo) { conn = info },
+					ConnectStart: func(string, string) { dialed.Store(time.Now().UnixNano()) },
+					WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(time.Now().UnixNano()) },
 				}), http.MethodGet, base+path, nil)
 				resp, err := client.Do(req)
 				if err != nil {
@@ -135,9 +152,22 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 						// MaxListenerConns), and net/http does not
 						// retry a request on a connection never used.
 						spare.Add(1)
+					case !conn.Reused && !conn.WasIdle && dialed.Load() != 0 && wrote.Load() != 0 &&
+						time.Duration(wrote.Load()-dialed.Load()) >= silentGrace && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)):
+						// A connection this request dialled and then,
+						// starved of the CPU by the registering
+						// goroutines, left silent for longer than the
+						// full listener lets a silent client hold a
+						// place (on Linux the kernel's TCP_DEFER_ACCEPT
+						// second, which only then hands the listener
+						// the connection): evicted as the attack tests
+						// want a silent client evicted. A scraper in
+						// its own process sends its request at once.
+						silent.Add(1)
 					default:
 						failed.Add(1)
-						firstErr.CompareAndSwap(nil, fmt.Sprintf("%v (connection reused %t, was idle %t for %v)", err, conn.Reused, conn.WasIdle, conn.IdleTime))
+						firstErr.CompareAndSwap(nil, fmt.Sprintf("%v (connection reused %t, was idle %t for %v; dialled %v before its request was written)",
+							err, conn.Reused, conn.WasIdle, conn.IdleTime, time.Duration(wrote.Load()-dialed.Load())))
 					}
 					continue
 				}
@@ -180,8 +210,8 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
-	t.Logf("%v: %d scrapes ok, %d refused (503), %d failed, %d on a spare connection evicted; %d registrations; heap in use %d → %d KiB; goroutines %d → %d",
-		loadDuration(), ok.Load(), busy.Load(), failed.Load(), spare.Load(), registered.Load(),
+	t.Logf("%v: %d scrapes ok, %d refused (503), %d failed, %d on a spare connection evicted, %d on a connection left silent evicted; %d registrations; heap in use %d → %d KiB; goroutines %d → %d",
+		loadDuration(), ok.Load(), busy.Load(), failed.Load(), spare.Load(), silent.Load(), registered.Load(),
 		before.HeapInuse/1024, after.HeapInuse/1024, goroutinesBefore, runtime.NumGoroutine())
 	if failed.Load() > 0 {
 		t.Fatalf("%d scrapes failed; first: %v", failed.Load(), firstErr.Load())
@@ -189,8 +219,8 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 	// Spare connections are evicted only when the listener is full and
 	// the client leaves them silent: rare, or the listener evicts more
 	// than it should.
-	if n := spare.Load(); n > 0 && n*100 > ok.Load() {
-		t.Fatalf("%d requests failed on a spare connection evicted, more than 1%% of %d answered", n, ok.Load())
+	if n := spare.Load() + silent.Load(); n > 0 && n*100 > ok.Load() {
+		t.Fatalf("%d requests failed on a spare or silent connection evicted, more than 1%% of %d answered", n, ok.Load())
 	}
 	// Once the dropped registrations have run, the heap is back near
 	// where it started: nothing the probe keeps grows with the load.
