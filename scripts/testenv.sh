@@ -437,21 +437,30 @@ gcprobe_testenv_chromium() {
 	return 0
 }
 
-# gcprobe_testenv_main runs every provider. In CI (CI=true) a tool that could
+# gcprobe_testenv_main runs every provider, or, given tool names
+# (prometheus cc otelcol envtest chromium), those alone, in that order: .ci/run
+# builds envtest in the background meanwhile. In CI (CI=true) a tool that could
 # not be provided fails the run, because CI must never skip those tests;
 # elsewhere it is a warning and the tests skip.
 gcprobe_testenv_main() {
-	local failed=""
+	local failed="" tool tools=("$@")
+	[ "${#tools[@]}" -gt 0 ] || tools=(prometheus cc otelcol envtest chromium)
 	if ! mkdir -p "$GCPROBE_CACHE"; then
 		gcprobe_testenv_log "cannot create GCPROBE_CACHE=$GCPROBE_CACHE"
 		failed="$failed cache"
 	fi
 	gcprobe_testenv_log "GCPROBE_CACHE=$GCPROBE_CACHE"
-	gcprobe_testenv_prometheus || failed="$failed prometheus"
-	gcprobe_testenv_cc || failed="$failed cc"
-	gcprobe_testenv_otelcol || failed="$failed otelcol"
-	gcprobe_testenv_envtest || failed="$failed envtest"
-	gcprobe_testenv_chromium || failed="$failed chromium"
+	for tool in "${tools[@]}"; do
+		case $tool in
+		prometheus | cc | otelcol | envtest | chromium)
+			"gcprobe_testenv_$tool" || failed="$failed $tool"
+			;;
+		*)
+			gcprobe_testenv_log "no tool named $tool (prometheus, cc, otelcol, envtest, chromium)"
+			failed="$failed $tool"
+			;;
+		esac
+	done
 	if [ -n "$failed" ]; then
 		gcprobe_testenv_log "not provided:$failed"
 		if [ "${CI:-}" = "true" ]; then
