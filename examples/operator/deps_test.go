@@ -51,7 +51,7 @@ func TestDepsBuild(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	flags := strings.Fields(lines[len(lines)-1])
 
-	args := slices.Concat([]string{"test"}, flags, []string{"-count=1", "-v", "-run=^TestTransportCleanupsAtCacheGo$", "."})
+	args := slices.Concat([]string{"test"}, raceFlag(), flags, []string{"-count=1", "-v", "-run=^TestTransportCleanupsAtCacheGo$", "."})
 	start := time.Now()
 	out = goRun(t, append(env, depsBuildEnv+"=1"), gocmd, args...)
 	t.Logf("go %s (%v):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), out)
@@ -175,6 +175,18 @@ func buildFinalizercheck(t *testing.T) (gocmd, bin, tmp string) {
 // goRun runs name with args in this package's directory, with env added,
 // and returns its combined output; it fails the test if the command fails,
 // or if it would outlive go test's -timeout (see command).
+// raceFlag is -race when this test binary was built with it: a build
+// the tests run then shares, in the cache, every package that the
+// preparation does not change with this binary's own build (client-go's
+// API types, apimachinery, controller-runtime's), instead of compiling
+// them all again without it.
+func raceFlag() []string {
+	if raceEnabled {
+		return []string{"-race"}
+	}
+	return nil
+}
+
 func goRun(t *testing.T, env []string, name string, args ...string) string {
 	t.Helper()
 	cmd, ctx := command(t, name, args...)

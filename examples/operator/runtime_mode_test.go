@@ -43,7 +43,7 @@ func TestRuntimeBuild(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	flags := strings.Fields(lines[len(lines)-1])
 
-	args := slices.Concat([]string{"test"}, flags, []string{"-count=1", "-v", "-run=^TestRuntimeModeKubeClient$", "."})
+	args := slices.Concat([]string{"test"}, raceFlag(), flags, []string{"-count=1", "-v", "-run=^TestRuntimeModeKubeClient$", "."})
 	start := time.Now()
 	out = goRun(t, []string{runtimeBuildEnv + "=1"}, gocmd, args...)
 	t.Logf("go %s (%v):\n%s", strings.Join(args, " "), time.Since(start).Round(time.Second), out)
