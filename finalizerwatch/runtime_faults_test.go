@@ -34,6 +34,18 @@ func rtSites() map[string]SiteStats {
 	return out
 }
 
+// attachDefault skips t outside the runtime build mode, and attaches
+// Default to the runtime until t ends.
+func attachDefault(t *testing.T) {
+	t.Helper()
+	needRuntimeMode(t)
+	detach, err := Default.AttachRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(detach)
+}
+
 type rtFaultObj struct{ _ [32]byte }
 
 //go:noinline
@@ -157,12 +169,7 @@ func rtFaultReflectSet(n int, ran *atomic.Int64) {
 // assembly trampoline (runtime.call32), is counted at the line that made
 // the reflective call, and its runs too.
 func TestRuntimeModeReflectiveRegistration(t *testing.T) {
-	needRuntimeMode(t)
-	detach, err := Default.AttachRuntime()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer detach()
+	attachDefault(t)
 	const n = 100
 	var ran atomic.Int64
 	rtFaultReflectSet(n, &ran)
@@ -207,12 +214,7 @@ func rtFaultHugeCleared(n int) {
 // TestRuntimeModeHugeResults: a finalizer whose results are larger than
 // 64 KiB is counted, registered and run, or cleared, like any other.
 func TestRuntimeModeHugeResults(t *testing.T) {
-	needRuntimeMode(t)
-	detach, err := Default.AttachRuntime()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer detach()
+	attachDefault(t)
 	const n = 50
 	var ran atomic.Int64
 	rtFaultHugeResults(n, &ran)
@@ -248,12 +250,7 @@ func rtFaultListen(t *testing.T, n int) {
 // (and closes) a file, /proc/sys/net/core/somaxconn, whose entry is kept
 // apart from theirs.
 func TestRuntimeModeNamesTheDroppedResource(t *testing.T) {
-	needRuntimeMode(t)
-	detach, err := Default.AttachRuntime()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer detach()
+	attachDefault(t)
 	const n = 30
 	rtFaultListen(t, n)
 	var last SiteStats

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -179,25 +178,12 @@ func TestRuntimeModeRandomized(t *testing.T) {
 		<-done
 	}
 
-	read := func() map[string]SiteStats {
-		var sn Snapshot
-		Default.Read(&sn, ReadOptions{TopK: -1, Fresh: true})
-		out := map[string]SiteStats{}
-		for _, k := range sn.Kinds {
-			for _, s := range k.Top {
-				if i := strings.LastIndexByte(s.Site.Function, '.'); i >= 0 {
-					out[s.Site.Function[i+1:]] = s
-				}
-			}
-		}
-		return out
-	}
 	// Every dropped object runs in the end: drive GC cycles until what
 	// ran, and what the ledger counts as executed, is all of it.
 	var missing string
 	complete := func() bool {
 		runtime.GC()
-		sites := read()
+		sites := rtSites()
 		for i, op := range ops {
 			tr := &truth[i]
 			want := tr.registered.Load() - tr.cleared.Load()
@@ -222,7 +208,7 @@ func TestRuntimeModeRandomized(t *testing.T) {
 	})
 	testkit.Poll(t, 60*time.Second, "every dropped object's finalizer or cleanup to run and be counted", complete)
 
-	sites := read()
+	sites := rtSites()
 	for i, op := range ops {
 		tr := &truth[i]
 		s, ok := sites[op.name]
