@@ -20,18 +20,10 @@ const deferAcceptSeconds = 1
 // clients hold. It returns how long a connection that reaches the
 // listener silent has been silent at least: 0 if the option is not set.
 func deferAccept(l net.Listener) time.Duration {
-	sc, ok := l.(syscall.Conn)
-	if !ok {
-		return 0
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0
-	}
 	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, deferAcceptSeconds)
-	}); err != nil || serr != nil {
+	if !withFD(l, func(fd int) {
+		serr = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, deferAcceptSeconds)
+	}) || serr != nil {
 		return 0
 	}
 	return deferAcceptSeconds * time.Second

@@ -16,20 +16,12 @@ import (
 // reading), so a connection whose server goroutine has not run yet is not
 // taken for a silent one.
 func peekSpoke(c net.Conn) (spoke, known bool) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false, false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false, false
-	}
 	var n int
 	var perr error
 	var buf [1]byte
-	if err := rc.Control(func(fd uintptr) {
-		n, _, perr = syscall.Recvfrom(int(fd), buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-	}); err != nil {
+	if !withFD(c, func(fd int) {
+		n, _, perr = syscall.Recvfrom(fd, buf[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	}) {
 		return false, false
 	}
 	switch {
@@ -48,22 +40,30 @@ func peekSpoke(c net.Conn) (spoke, known bool) {
 // it cannot tell. On Linux, a connection the kernel holds back for want of
 // data (TCP_DEFER_ACCEPT) is not in the queue yet.
 func acceptPending(l net.Listener) (pending, known bool) {
-	sc, ok := l.(syscall.Conn)
-	if !ok {
-		return false, false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false, false
-	}
 	var n int
 	var perr error
 	fds := []unix.PollFd{{Events: unix.POLLIN}}
-	if err := rc.Control(func(fd uintptr) {
+	if !withFD(l, func(fd int) {
 		fds[0].Fd = int32(fd)
 		n, perr = unix.Poll(fds, 0)
-	}); err != nil || perr != nil {
+	}) || perr != nil {
 		return false, false
 	}
 	return n > 0 && fds[0].Revents&unix.POLLIN != 0, true
+}
+
+// withFD calls f with the file descriptor of x, a connection or a
+// listener, under its RawConn.Control (no read lock is taken: the
+// server's goroutine may be blocked reading). It returns false, without
+// calling f, if x has no descriptor to give.
+func withFD(x any, f func(fd int)) bool {
+	sc, ok := x.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	return rc.Control(func(fd uintptr) { f(int(fd)) }) == nil
 }

@@ -2,7 +2,6 @@ package probe
 
 import (
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -13,19 +12,11 @@ import (
 // account for, the kernel's count cannot lag behind a goroutine that took
 // the bytes and was preempted before it noted them.
 func bytesReceived(c net.Conn) (n uint64, known bool) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return 0, false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
 	var info *unix.TCPInfo
 	var ierr error
-	if err := rc.Control(func(fd uintptr) {
-		info, ierr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
-	}); err != nil || ierr != nil {
+	if !withFD(c, func(fd int) {
+		info, ierr = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+	}) || ierr != nil {
 		return 0, false
 	}
 	return info.Bytes_received, true
