@@ -118,20 +118,7 @@ func scrapeUnderAttack(t *testing.T, a attack) {
 	defer stopAttack()
 
 	// Sample the open connections while the attack goes on.
-	var maxConns atomic.Int64
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for ctx.Err() == nil {
-			if n := int64(p.OpenConns()); n > maxConns.Load() {
-				maxConns.Store(n)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Millisecond): // sampling interval
-			}
-		}
-	}()
+	maxConns, sampled := sampleOpenConns(ctx, p)
 
 	testkit.Poll(t, 30*time.Second, "every attacking client to connect and send", func() bool {
 		return connects.Load() >= int64(a.clients)

@@ -251,20 +251,7 @@ func silentClientsScrape(t *testing.T, deferAccept bool) {
 	defer stopClients()
 
 	// Sample the open connections while the test runs.
-	var maxConns atomic.Int64
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for ctx.Err() == nil {
-			if n := int64(p.OpenConns()); n > maxConns.Load() {
-				maxConns.Store(n)
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Millisecond): // sampling interval
-			}
-		}
-	}()
+	maxConns, sampled := sampleOpenConns(ctx, p)
 
 	testkit.Poll(t, 30*time.Second, "every silent client to connect and the listener to be full", func() bool {
 		return connects.Load() >= silent && p.OpenConns() == probe.MaxListenerConns
@@ -369,4 +356,24 @@ func TestListenerRefusesRequestWithBodyAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sampleOpenConns samples p's open connections every millisecond until
+// ctx is done, then closes sampled; max is the most it saw.
+func sampleOpenConns(ctx context.Context, p *probe.Probe) (max *atomic.Int64, sampled <-chan struct{}) {
+	max = new(atomic.Int64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if n := int64(p.OpenConns()); n > max.Load() {
+				max.Store(n)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Millisecond): // sampling interval
+			}
+		}
+	}()
+	return max, done
 }
