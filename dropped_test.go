@@ -2,7 +2,9 @@ package probe
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,21 +71,100 @@ func TestDroppedLogOncePerRiseRateLimited(t *testing.T) {
 	}
 }
 
-// TestReportSaysDropped checks the Report's words for a dropped site.
+// TestReportSaysDropped checks the Report's words for a dropped site: a
+// leak, in its class column and in a sentence after the table that gives
+// its whole label, as the page does.
 func TestReportSaysDropped(t *testing.T) {
 	r := Report{
 		RuntimeMode: true,
 		Top: []finalizerwatch.SiteStats{{Kind: finalizerwatch.KindFinalizer, Resource: "os.File",
 			Site: stackcapture.Frame{Function: "main.main", File: "/src/main.go", Line: 34}, Counts: finalizerwatch.Counts{Registered: 20, Executed: 20, Dropped: 20}}},
+		Finalizers: finalizerwatch.Totals{Kind: finalizerwatch.KindFinalizer, Counts: finalizerwatch.Counts{Registered: 25, Executed: 25, Dropped: 23}},
 	}
 	s := r.String()
 	for _, w := range []string{
 		"runtime build mode: every registration in the binary is counted",
-		"main.main main.go:34 (os.File)",
-		"dropped without Close: 20 os.File opened at main.main main.go:34 were garbage-collected without Close",
+		"main.main main.go:34 (os.File)  finalizer  dropped ",
+		"\nleak at main.main /src/main.go:34: 20 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())\n",
+		"\nand 3 more dropped without Close at sites outside the top 1 (WithTopK shows more)\n",
 	} {
 		if !strings.Contains(s, w) {
 			t.Errorf("report lacks %q:\n%s", w, s)
+		}
+	}
+	if strings.Contains(s, "churn") {
+		t.Errorf("a dropped site reads as churn:\n%s", s)
+	}
+}
+
+// TestDroppedWords: the sentence for each resource finalizerwatch counts
+// as dropped, for one and for several, and none for a site that dropped
+// nothing.
+func TestDroppedWords(t *testing.T) {
+	tests := []struct {
+		name     string
+		resource string
+		dropped  uint64
+		want     string
+	}{
+		{"nothing dropped", "os.File", 0, ""},
+		{"one file", "os.File", 1, "1 file dropped without Close, held open until the GC found it: close it where it is opened, on every path (defer f.Close())"},
+		{"files", "os.File", 287000, "287000 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())"},
+		{"connections", "net.Conn", 4, "4 network connections dropped without Close, each held open until the GC found it: close them where they are dialed or accepted, on every path (an HTTP response's Body too)"},
+		{"a listener", "net.Listener", 1, "1 listener dropped without Close, held open until the GC found it: close it where it is created"},
+		{"packet connections", "net.PacketConn", 2, "2 packet connections dropped without Close, each held open until the GC found it: close them where they are created"},
+		{"roots", "os.Root", 3, "3 os.Roots dropped without Close, each held open until the GC found it: close them where they are opened, on every path"},
+		{"processes", "os.Process", 2, "2 process handles neither waited for nor released, each held until the GC found it: call Wait or Release on each where they are started"},
+		{"a resource this table does not know", "os.Thing", 2, "2 os.Things dropped without Close, each held open until the GC found it: close them where they are created"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := finalizerwatch.SiteStats{Resource: tt.resource, Counts: finalizerwatch.Counts{Executed: tt.dropped, Dropped: tt.dropped}}
+			if got := droppedWords(&s); got != tt.want {
+				t.Errorf("droppedWords = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// Every resource finalizerwatch counts as dropped has words of its own.
+func TestDroppedNounsKnowEveryResource(t *testing.T) {
+	for _, name := range []string{"os.File", "net.Conn", "net.Listener", "net.PacketConn", "os.Root", "os.Process"} {
+		if _, ok := droppedNouns[name]; !ok {
+			t.Errorf("no words for %s", name)
+		}
+	}
+}
+
+// TestPageSiteDropped: the page's row of a dropped site (churn to the
+// growth model) says dropped, with the Report's sentence; a growing site
+// that dropped nothing keeps its class and has no sentence.
+func TestPageSiteDropped(t *testing.T) {
+	file := finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer, Resource: "os.File", Class: finalizerwatch.ClassChurn,
+		Site:   stackcapture.Frame{Function: "example.com/app/fileserver.(*Server).serve", File: "/src/app/internal/fileserver/staticfiles.go", Line: 613},
+		Counts: finalizerwatch.Counts{Registered: 287000, Executed: 286990, Dropped: 286990, Outstanding: 10}}
+	leak := finalizerwatch.SiteStats{Kind: finalizerwatch.KindCleanup, Class: finalizerwatch.ClassGrowing, Growth: 40,
+		Site:   stackcapture.Frame{Function: "example.com/app.sessions", File: "/src/app/main.go", Line: 10},
+		Counts: finalizerwatch.Counts{Registered: 100, Outstanding: 100}, Suspect: 60}
+	got := pageSite(&file, 3)
+	want := PageSite{Kind: "finalizer", Site: "example.com/app/fileserver.(*Server).serve /src/app/internal/fileserver/staticfiles.go:613",
+		Function: file.Site.Function, File: file.Site.File, Line: 613, Resource: "os.File", Class: "churn", Verdict: "dropped",
+		Words:      "286990 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())",
+		Registered: 287000, Executed: 286990, Outstanding: 10, Dropped: 286990}
+	if got.Suspects, got.Stack = nil, nil; !reflect.DeepEqual(got, want) {
+		t.Errorf("dropped site's row\n%+v, want\n%+v", got, want)
+	}
+	if g := pageSite(&leak, 3); g.Verdict != "growing" || g.Class != "growing" || g.Words != "" || len(g.Suspects) != 3 || g.Registered != 100 {
+		t.Errorf("growing site's row %+v", g)
+	}
+	// In the JSON, as the page reads it.
+	b, err := json.Marshal(pageSite(&file, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{`"class":"churn"`, `"verdict":"dropped"`, `"words":"286990 files dropped without Close`, `"registered":287000`, `"dropped":286990`} {
+		if !bytes.Contains(b, []byte(w)) {
+			t.Errorf("JSON %s lacks %s", b, w)
 		}
 	}
 }

@@ -101,7 +101,7 @@ func TestPageDataSchema(t *testing.T) {
 	}
 	site := m["sites"].([]any)[0].(map[string]any)
 	for k, typ := range map[string]string{"kind": "string", "site": "string", "function": "string", "file": "string",
-		"line": "number", "class": "string", "growth": "number", "registered": "number", "executed": "number",
+		"line": "number", "class": "string", "verdict": "string", "growth": "number", "registered": "number", "executed": "number",
 		"outstanding": "number", "suspect": "number", "dropped": "number", "suspects": "array", "stack": "array"} {
 		if got := jsonType(site[k]); got != typ {
 			t.Errorf("sites[0].%s: JSON %s, want %s", k, got, typ)

@@ -133,13 +133,24 @@ type PagePause struct {
 
 // PageSite is one top site.
 type PageSite struct {
-	Kind        string `json:"kind"`
-	Site        string `json:"site"` // "function file:line", as on /metrics
-	Function    string `json:"function"`
-	File        string `json:"file"`
-	Line        int    `json:"line"`
-	Resource    string `json:"resource,omitempty"`
-	Class       string `json:"class"` // growing, stable or churn
+	Kind     string `json:"kind"`
+	Site     string `json:"site"` // "function file:line", as on /metrics
+	Function string `json:"function"`
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Resource string `json:"resource,omitempty"`
+	Class    string `json:"class"` // growing, stable or churn
+	// Verdict is what the page's badge says of the site: "dropped" where
+	// it dropped a file, connection, os.Root or os.Process without Close
+	// (Dropped above 0), a leak at that line whatever Class says of what
+	// is still outstanding there; else Class. The Report's class column
+	// says the same.
+	Verdict string `json:"verdict"`
+	// Words is, at a dropped site, the sentence that says what was
+	// dropped and what to do at the line ("12 files dropped without
+	// Close, each held open until the GC found it: close them where they
+	// are opened, ..."), as the Report says it; empty elsewhere.
+	Words       string `json:"words,omitempty"`
 	Growth      uint64 `json:"growth"`
 	Registered  uint64 `json:"registered"`
 	Executed    uint64 `json:"executed"`
@@ -322,15 +333,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	}
 	for i := range r.sn.Top {
 		s := &r.sn.Top[i]
-		ps := PageSite{
-			Kind: s.Kind.String(), Site: s.Site.Label(),
-			Function: cut(s.Site.Function), File: cut(s.Site.File), Line: s.Site.Line,
-			Resource: cut(s.Resource), Class: s.Class.String(), Growth: s.Growth,
-			Registered: s.Registered, Executed: s.Executed, Outstanding: s.Outstanding, Suspect: s.Suspect,
-			Dropped:  s.Dropped,
-			Suspects: make([]*uint64, len(d.History)),
-			Stack:    pageStack(s.Stack),
-		}
+		ps := pageSite(s, len(d.History))
 		for _, at := range bySite[keyOf(s)] {
 			v := at.suspect
 			ps.Suspects[at.row] = &v
@@ -353,6 +356,21 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	d.AllocatingSites = PageAllocating{WindowSeconds: h.Window.Seconds(),
 		Allocating: pageHeapSites(h.Allocating), Growing: pageHeapSites(h.Growing)}
 	return d
+}
+
+// pageSite is the page's row of top site s, with room for the suspect
+// counts of rows rows of history.
+func pageSite(s *finalizerwatch.SiteStats, rows int) PageSite {
+	return PageSite{
+		Kind: s.Kind.String(), Site: s.Site.Label(),
+		Function: cut(s.Site.Function), File: cut(s.Site.File), Line: s.Site.Line,
+		Resource: cut(s.Resource), Class: s.Class.String(), Verdict: siteVerdict(s), Words: droppedWords(s),
+		Growth:     s.Growth,
+		Registered: s.Registered, Executed: s.Executed, Outstanding: s.Outstanding, Suspect: s.Suspect,
+		Dropped:  s.Dropped,
+		Suspects: make([]*uint64, rows),
+		Stack:    pageStack(s.Stack),
+	}
 }
 
 func pageHeapSites(sites []heapprofile.Site) []PageHeapSite {

@@ -89,7 +89,11 @@ func (r Report) String() string {
 
 // WriteTo writes r as a small text table (GC, queues, detectors, top
 // sites with their class) for a terminal or a log, and returns the bytes
-// written.
+// written. A site that dropped a file, connection, os.Root or os.Process
+// without Close (SiteStats.Dropped) is a leak whatever its Class: its
+// class column says "dropped", and a line after the table says, from its
+// whole site label, what was dropped and what to do there, as the live
+// page does.
 func (r Report) WriteTo(w io.Writer) (int64, error) {
 	var b bytes.Buffer
 	g := r.GC
@@ -163,25 +167,41 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 				res = " (" + s.Resource + ")"
 			}
 			fmt.Fprintf(tw, "%s %s:%d%s\t%s\t%s\t%s\t", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line, res,
-				s.Kind, s.Class, growth)
+				s.Kind, siteVerdict(&s), growth)
 			for _, c := range reportColumns {
 				fmt.Fprintf(tw, "%d\t", c.value(&s))
 			}
 			fmt.Fprintln(tw)
 		}
 		tw.Flush()
+		// A dropped site is a leak at its line, as the live page says it:
+		// the sentence, after the whole site label (the path in full, so
+		// that the line is found without the table's short form).
 		for _, s := range r.Top {
 			if s.Dropped > 0 {
-				fmt.Fprintf(&b, "dropped without Close: %d %s opened at %s %s:%d were garbage-collected without Close (a descriptor leak at that line)\n",
-					s.Dropped, s.Resource, s.Site.Function, filepath.Base(s.Site.File), s.Site.Line)
+				fmt.Fprintf(&b, "leak at %s: %s\n", s.Site.Label(), droppedWords(&s))
 			}
 		}
+	}
+	if all, top := r.Finalizers.Dropped+r.Cleanups.Dropped, topDropped(r.Top); all > top {
+		// Dropped does not rank a site: a line that drops a few files
+		// among many busier ones may be outside the top sites.
+		fmt.Fprintf(&b, "and %d more dropped without Close at sites outside the top %d (WithTopK shows more)\n", all-top, len(r.Top))
 	}
 	if r.Overflow.Sites > 0 || r.Overflow.Stacks > 0 {
 		fmt.Fprintf(&b, "overflow: %d registrations without a site of their own, %d stacks not kept\n", r.Overflow.Sites, r.Overflow.Stacks)
 	}
 	n, err := w.Write(b.Bytes())
 	return int64(n), err
+}
+
+// topDropped sums the Dropped counts of top.
+func topDropped(top []finalizerwatch.SiteStats) uint64 {
+	var n uint64
+	for i := range top {
+		n += top[i].Dropped
+	}
+	return n
 }
 
 // reportColumns are the counters WriteTo shows, in their order, in the

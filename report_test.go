@@ -167,7 +167,7 @@ func TestReportTables(t *testing.T) {
 		}},
 		{"top sites", map[string]map[string]string{
 			"example.com/app.leak f.go:10":           {"kind": "finalizer", "class": "growing", "growth": "+250", "registered": "1200", "executed": "3", "outstanding": "1196", "suspect": "1100"},
-			"example.com/app.open f.go:20 (os.File)": {"kind": "cleanup", "class": "stable", "growth": "-", "registered": "40", "executed": "12", "outstanding": "28", "suspect": "5"},
+			"example.com/app.open f.go:20 (os.File)": {"kind": "cleanup", "class": "dropped", "growth": "-", "registered": "40", "executed": "12", "outstanding": "28", "suspect": "5"},
 		}},
 	}
 	for _, tb := range tables {
@@ -192,7 +192,7 @@ func TestReportTables(t *testing.T) {
 		"queue       length  growth/s  latency  watched: " + strings.Join(cols, "  "),
 		"top sites                               kind       class    growth  " + strings.Join(cols, "  "),
 		"finalizers found cleared or replaced outside finalizerwatch (runtime.SetFinalizer called directly): 2\n",
-		"\ndropped without Close: 7 os.File opened at example.com/app.open f.go:20 were garbage-collected without Close (a descriptor leak at that line)\n",
+		"\nleak at example.com/app.open /src/app/f.go:20: 7 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the report lacks\n%s\nin\n%s", want, got)
