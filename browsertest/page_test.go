@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -133,39 +134,7 @@ func TestLivePageInChromium(t *testing.T) {
 	defer prog.Wait()
 	defer close(stop)
 
-	// The browser, in a profile folder of the test's own.
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1400), chromedp.DisableGPU)
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root otherwise
-	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	defer chromedp.Cancel(ctx) // closes the browser and waits for it
-
-	// Every request the page makes, and every exception its script throws.
-	var reqMu sync.Mutex
-	var requests, exceptions []string
-	if err := chromedp.Listen(ctx, func(ev any) {
-		reqMu.Lock()
-		defer reqMu.Unlock()
-		switch e := ev.(type) {
-		case *network.EventRequestWillBeSent:
-			requests = append(requests, e.Request.URL)
-		case *cdpruntime.EventExceptionThrown:
-			x := e.ExceptionDetails
-			msg := fmt.Sprintf("%s at %s:%d", x.Text, x.URL, x.LineNumber+1)
-			if x.Exception != nil {
-				msg += ": " + x.Exception.Description
-			}
-			exceptions = append(exceptions, msg)
-		}
-	}); err != nil {
-		t.Fatalf("starting Chromium (%s): %v", exe, err)
-	}
+	ctx, pe := openBrowser(t, exe)
 	start := cycles(t, base)
 	step, stepCancel := context.WithTimeout(ctx, 30*time.Second)
 	err = chromedp.Do(step, chromedp.Navigate(base+probe.PagePath))
@@ -250,19 +219,7 @@ func TestLivePageInChromium(t *testing.T) {
 		t.Errorf("stack shown on click: %q, want it to begin at browsertest.plant …%s", frames, wantSite)
 	}
 
-	// The screenshot, an artifact for a person, not an assertion.
-	step, stepCancel = context.WithTimeout(ctx, 20*time.Second)
-	png, err := chromedp.Run(step, chromedp.FullScreenshot(100))
-	stepCancel()
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	shot := filepath.Join(artifactDir(t), "gcprobe-live-page.png")
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the live page: %s", shot)
-	fmt.Fprintf(os.Stderr, "browsertest: screenshot of the live page: %s\n", shot)
+	screenshot(t, ctx, "gcprobe-live-page.png")
 
 	// The page rendered the latest document without an error.
 	if ok := evaluate[bool](t, ctx, `document.getElementById("error").hidden && !!document.body.getAttribute("data-updated") &&
@@ -271,20 +228,88 @@ func TestLivePageInChromium(t *testing.T) {
 	}
 
 	// Nothing but the probe's own paths, and no script error.
-	reqMu.Lock()
-	defer reqMu.Unlock()
-	for _, e := range exceptions {
+	pe.check(t, p.Addr().String())
+}
+
+// pageEvents are every request the page makes, and every exception its
+// script throws.
+type pageEvents struct {
+	mu                   sync.Mutex
+	requests, exceptions []string
+}
+
+// openBrowser starts Chromium exe in a profile folder of the test's own
+// and listens to the page's requests and exceptions. The browser closes
+// when the test ends.
+func openBrowser(t *testing.T, exe string) (context.Context, *pageEvents) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1400), chromedp.DisableGPU)
+	if os.Geteuid() == 0 {
+		opts = append(opts, chromedp.NoSandbox) // Chromium refuses to run as root otherwise
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	t.Cleanup(func() { chromedp.Cancel(ctx) }) // closes the browser and waits for it (cleanups run last first)
+	pe := &pageEvents{}
+	if err := chromedp.Listen(ctx, func(ev any) {
+		pe.mu.Lock()
+		defer pe.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			pe.requests = append(pe.requests, e.Request.URL)
+		case *cdpruntime.EventExceptionThrown:
+			x := e.ExceptionDetails
+			msg := fmt.Sprintf("%s at %s:%d", x.Text, x.URL, x.LineNumber+1)
+			if x.Exception != nil {
+				msg += ": " + x.Exception.Description
+			}
+			pe.exceptions = append(pe.exceptions, msg)
+		}
+	}); err != nil {
+		t.Fatalf("starting Chromium (%s): %v", exe, err)
+	}
+	return ctx, pe
+}
+
+// check reports any exception the page's script threw, and any request
+// outside the page's own paths on host.
+func (pe *pageEvents) check(t *testing.T, host string) {
+	t.Helper()
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	for _, e := range pe.exceptions {
 		t.Errorf("the page's script threw: %s", e)
 	}
-	if len(requests) < 4 {
-		t.Errorf("only %d requests seen: %q", len(requests), requests)
+	if len(pe.requests) < 4 {
+		t.Errorf("only %d requests seen: %q", len(pe.requests), pe.requests)
 	}
-	for _, r := range requests {
+	for _, r := range pe.requests {
 		u, err := url.Parse(r)
-		if err != nil || u.Scheme != "http" || u.Host != p.Addr().String() || !strings.HasPrefix(u.Path, probe.PagePath) {
+		if err != nil || u.Scheme != "http" || u.Host != host || !strings.HasPrefix(u.Path, probe.PagePath) {
 			t.Errorf("the page requested %q, outside the probe's page", r)
 		}
 	}
+}
+
+// screenshot writes the page as name in the artifact folder and logs
+// its path: an artifact for a person, not an assertion.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	step, stepCancel := context.WithTimeout(ctx, 20*time.Second)
+	png, err := chromedp.Run(step, chromedp.FullScreenshot(100))
+	stepCancel()
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	shot := filepath.Join(artifactDir(t), name)
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the live page: %s", shot)
+	fmt.Fprintf(os.Stderr, "browsertest: screenshot of the live page: %s\n", shot)
 }
 
 // evaluate runs a JavaScript expression in the page and decodes its value.
@@ -312,4 +337,181 @@ func cycles(t *testing.T, base string) uint64 {
 		t.Fatal(err)
 	}
 	return d.GC.Cycles
+}
+
+// droppedSite is the document's dropped site in TestLivePageShowsDroppedLeak:
+// files opened at a line deep in a module and never closed, under a
+// function whose name is longer than the site column.
+var droppedSite = probe.PageSite{
+	Kind:     "finalizer",
+	Function: "example.com/someverylongmodulename/internal/fileserver.(*StaticFileServerWithCaching).serveStaticFileWithCachingHeadersAndCompression",
+	File:     "/home/build/go/pkg/mod/example.com/someverylongmodulename@v1.2.3/internal/fileserver/staticfiles.go",
+	Line:     613,
+	Resource: "os.File",
+	Class:    "churn",
+	Verdict:  "dropped",
+	Words:    "286990 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())",
+
+	Registered: 287000, Executed: 286990, Outstanding: 10, Dropped: 286990,
+	Suspects: []*uint64{}, Stack: []probe.PageFrame{},
+}
+
+// TestLivePageShowsDroppedLeak opens the live page on a document that
+// has, besides the probe's own, a site that dropped files without Close
+// (a document such as the runtime build mode makes; the root package's
+// tests check that the probe writes one so, pageSite and the Report's
+// words): the row says dropped, styled as a leak, with the sentence
+// under it and its file:line shortened from the left, whole and visible,
+// never cut at the right, the full path in its title; the registered
+// column reads 287000; the header says the runtime build mode is on.
+func TestLivePageShowsDroppedLeak(t *testing.T) {
+	exe := chromium(t)
+	w, err := finalizerwatch.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w),
+		probe.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	plant(w, 3) // a site of the probe's own, growing or not, beside the dropped one
+	defer func() { leakMu.Lock(); leaked = nil; leakMu.Unlock() }()
+	droppedSite.Site = droppedSite.Function + " " + droppedSite.File + ":613"
+
+	// The probe's page, with the dropped site added to each of its
+	// documents, as the last site (dropped files rank as churn).
+	page := p.PageHandler()
+	mux := http.NewServeMux()
+	mux.Handle(probe.PagePath, page)
+	mux.HandleFunc(probe.PagePath+probe.PageDataPath, func(rw http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		page.ServeHTTP(rec, r)
+		var d probe.PageData
+		if err := json.Unmarshal(rec.Body.Bytes(), &d); err != nil {
+			http.Error(rw, "the probe's document: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		d.RuntimeMode = true
+		d.Sites = append(d.Sites, droppedSite)
+		tot := d.Totals["finalizer"]
+		tot.Registered += droppedSite.Registered
+		tot.Dropped += droppedSite.Dropped
+		d.Totals["finalizer"] = tot
+		rw.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(rw).Encode(&d)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	ctx, pe := openBrowser(t, exe)
+	step, stepCancel := context.WithTimeout(ctx, 30*time.Second)
+	err = chromedp.Do(step, chromedp.Navigate(srv.URL+probe.PagePath))
+	stepCancel()
+	if err != nil {
+		t.Fatalf("opening the page: %v", err)
+	}
+	// What a person sees of the dropped site, as the page drew it.
+	type seen struct {
+		Rows                          int
+		Verdict, VerdictClass, Bg     string
+		GrowingColor                  string
+		Registered                    string
+		Loc, LocTitle                 string
+		LocScroll, LocClient          int
+		LocRight, CellRight           float64
+		CellScroll, CellClient        int
+		Why, WhyLoc, WhyTitle         string
+		WhyLocScroll, WhyLocClient    int
+		WhyLocRight, WhyCellRight     float64
+		Mode, ModeClass, Summary      string
+		ViewWidth                     float64
+		FnScroll, FnClient, FnVisible int
+	}
+	var got seen
+	testkit.Poll(t, 30*time.Second, "the dropped site's row and its sentence", func() bool {
+		got = evaluate[seen](t, ctx, `(function(){
+			var out = {Rows: 0};
+			var rows = document.querySelectorAll("#sites tbody tr[data-site]"), tr = null;
+			out.Rows = rows.length;
+			rows.forEach(function (r) { if (r.getAttribute("data-site").indexOf("staticfiles.go:613") >= 0) tr = r; });
+			if (!tr) return out;
+			var heads = Array.prototype.map.call(document.querySelectorAll("#sites thead th"), function (th) { return th.textContent; });
+			var v = tr.cells[heads.indexOf("class")], cell = tr.cells[0], loc = cell.querySelector(".loc"), fn = cell.querySelector(".fn");
+			out.Verdict = v.textContent; out.VerdictClass = v.className; out.Bg = getComputedStyle(v).backgroundColor;
+			var g = document.createElement("td"); g.className = "verdict growing"; tr.appendChild(g);
+			out.GrowingColor = getComputedStyle(g).color; tr.removeChild(g);
+			out.Registered = tr.cells[heads.indexOf("registered")].textContent;
+			out.Loc = loc.textContent; out.LocTitle = loc.title;
+			out.LocScroll = loc.scrollWidth; out.LocClient = loc.clientWidth;
+			out.LocRight = loc.getBoundingClientRect().right; out.CellRight = cell.getBoundingClientRect().right;
+			out.CellScroll = cell.scrollWidth; out.CellClient = cell.clientWidth;
+			out.FnScroll = fn.scrollWidth; out.FnClient = fn.clientWidth; out.FnVisible = fn.clientWidth > 0 ? 1 : 0;
+			var why = tr.nextElementSibling;
+			if (why && why.getAttribute("data-why") === tr.getAttribute("data-site")) {
+				var wl = why.querySelector(".loc");
+				out.Why = why.textContent; out.WhyLoc = wl.textContent; out.WhyTitle = wl.title;
+				out.WhyLocScroll = wl.scrollWidth; out.WhyLocClient = wl.clientWidth;
+				out.WhyLocRight = wl.getBoundingClientRect().right; out.WhyCellRight = why.cells[0].getBoundingClientRect().right;
+			}
+			out.ViewWidth = document.documentElement.clientWidth;
+			var m = document.getElementById("mode");
+			out.Mode = m.textContent; out.ModeClass = m.className; out.Summary = document.getElementById("summary").textContent;
+			return out;
+		})()`)
+		return got.Verdict != "" && got.Why != ""
+	})
+	t.Logf("the dropped site as drawn: %+v", got)
+
+	// Styled as a leak: the badge says dropped, white on the red that
+	// growing is written in.
+	if got.Verdict != "dropped" || !strings.Contains(got.VerdictClass, "dropped") {
+		t.Errorf("class cell %q (class %q), want dropped", got.Verdict, got.VerdictClass)
+	}
+	if got.Bg != got.GrowingColor || got.Bg == "rgba(0, 0, 0, 0)" {
+		t.Errorf("dropped badge background %s, want growing's colour %s", got.Bg, got.GrowingColor)
+	}
+	if got.Registered != "287000" {
+		t.Errorf("registered column reads %q, want 287000", got.Registered)
+	}
+	// The file:line, shortened from the left, whole in its title, and
+	// not cut: the element is as wide as its text and ends inside its
+	// cell, in the row and under it.
+	const wantLoc = "…/fileserver/staticfiles.go:613"
+	wantTitle := droppedSite.File + ":613"
+	if got.Loc != wantLoc || got.LocTitle != wantTitle {
+		t.Errorf("row's file:line %q (title %q), want %q (title %q)", got.Loc, got.LocTitle, wantLoc, wantTitle)
+	}
+	if got.LocScroll > got.LocClient || got.LocClient == 0 || got.LocRight > got.CellRight+0.5 {
+		t.Errorf("row's file:line clipped: scrollWidth %d, clientWidth %d, right edge %.1f past its cell's %.1f",
+			got.LocScroll, got.LocClient, got.LocRight, got.CellRight)
+	}
+	if got.LocRight > got.ViewWidth || got.WhyLocRight > got.ViewWidth {
+		t.Errorf("file:line ends at %.1f (row) and %.1f (sentence), past the window's %.1f", got.LocRight, got.WhyLocRight, got.ViewWidth)
+	}
+	if got.CellScroll > got.CellClient {
+		t.Errorf("the site cell overflows: scrollWidth %d > clientWidth %d", got.CellScroll, got.CellClient)
+	}
+	if got.FnVisible == 0 {
+		t.Errorf("the function name is not shown at all (clientWidth %d)", got.FnClient)
+	}
+	wantWhy := "leak" + wantLoc + ": " + droppedSite.Words
+	if got.Why != wantWhy || got.WhyLoc != wantLoc || got.WhyTitle != wantTitle {
+		t.Errorf("sentence under the row %q (line %q, title %q), want %q", got.Why, got.WhyLoc, got.WhyTitle, wantWhy)
+	}
+	if got.WhyLocScroll > got.WhyLocClient || got.WhyLocClient == 0 || got.WhyLocRight > got.WhyCellRight+0.5 {
+		t.Errorf("sentence's file:line clipped: scrollWidth %d, clientWidth %d, right edge %.1f past its cell's %.1f",
+			got.WhyLocScroll, got.WhyLocClient, got.WhyLocRight, got.WhyCellRight)
+	}
+	// The header: the runtime build mode, and the drops in the summary.
+	if got.Mode != "runtime build mode on" || got.ModeClass != "on" {
+		t.Errorf("header's mode %q (class %q), want runtime build mode on", got.Mode, got.ModeClass)
+	}
+	if !strings.Contains(got.Summary, "dropped without Close 286990") {
+		t.Errorf("header's summary %q does not count the drops", got.Summary)
+	}
+	screenshot(t, ctx, "gcprobe-live-page-dropped.png")
+	pe.check(t, srv.Listener.Addr().String())
 }

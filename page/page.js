@@ -30,7 +30,22 @@
     if (s >= 1e-3) return (s * 1e3).toFixed(2) + " ms";
     return (s * 1e6).toFixed(0) + " µs";
   }
-  function base(f) { var i = f.lastIndexOf("/"); return i < 0 ? f : f.slice(i + 1); }
+  // shortFile shortens a path from the left, to its folder and file
+  // ("…/fileserver/staticfiles.go"): the end of a path names the line, so
+  // it is the part never cut. shortFunc keeps a function's name after its
+  // package path ("fileserver.(*Server).serve").
+  function shortFile(f) {
+    var p = f.split("/");
+    return p.length > 3 || (p.length === 3 && p[0] !== "") ? "…/" + p.slice(-2).join("/") : f;
+  }
+  function shortFunc(f) { var i = f.lastIndexOf("/"); return i < 0 ? f : f.slice(i + 1); }
+  // loc is a file:line that is never cut: shortened from the left, whole
+  // in its title.
+  function loc(file, line) {
+    var e = el("span", shortFile(file) + ":" + line, "loc");
+    e.title = file + ":" + line;
+    return e;
+  }
   function clear(e) { while (e.firstChild) e.removeChild(e.firstChild); }
 
   // chart draws one SVG line chart: xs are GC cycles, series are
@@ -93,6 +108,8 @@
     box.hidden = false;
   }
 
+  var COLUMNS = 10; // of the sites table
+
   function renderSites(d) {
     var tb = $("sites").tBodies[0];
     clear(tb);
@@ -100,26 +117,48 @@
     d.sites.forEach(function (s) {
       var tr = el("tr");
       tr.setAttribute("data-site", s.site);
-      var td = el("td", s.function + " " + base(s.file) + ":" + s.line + (s.resource ? " (" + s.resource + ")" : ""), "site");
+      // The site: its function, which may be cut at the right, then its
+      // file:line and resource, which never are.
+      var td = el("td", null, "site"), box = el("div", null, "site-box");
       td.title = s.site;
+      box.appendChild(el("span", shortFunc(s.function), "fn"));
+      box.appendChild(loc(s.file, s.line));
+      if (s.resource) box.appendChild(el("span", "(" + s.resource + ")", "res"));
+      td.appendChild(box);
       tr.appendChild(td);
       tr.appendChild(el("td", s.kind));
-      tr.appendChild(el("td", s.class, s.class));
+      var v = s.verdict || s.class; // a document of an older probe has no verdict
+      tr.appendChild(el("td", v, "verdict " + v));
       tr.appendChild(el("td", s.class === "growing" ? "+" + s.growth : "-"));
+      tr.appendChild(el("td", s.registered));
       tr.appendChild(el("td", s.outstanding));
       tr.appendChild(el("td", s.suspect));
       tr.appendChild(el("td", s.executed));
-      tr.appendChild(el("td", d.runtime_mode ? s.dropped : "–"));
+      tr.appendChild(el("td", d.runtime_mode ? s.dropped : "–", s.dropped ? "dropped" : ""));
       var sp = el("td");
       sp.appendChild(spark(s.suspects));
       tr.appendChild(sp);
-      tr.addEventListener("click", function () { selected = s.site; renderSelection(d); });
+      function select() { selected = s.site; renderSelection(d); }
+      tr.addEventListener("click", select);
       tb.appendChild(tr);
+      if (s.words) {
+        // The leak in words, under its row: the line, then what was
+        // dropped there and what to do.
+        var why = el("tr", null, "why"), wd = el("td", null, "why");
+        why.setAttribute("data-why", s.site);
+        wd.colSpan = COLUMNS;
+        wd.appendChild(el("span", "leak", "badge"));
+        wd.appendChild(loc(s.file, s.line));
+        wd.appendChild(el("span", ": " + s.words, "words"));
+        why.appendChild(wd);
+        why.addEventListener("click", select);
+        tb.appendChild(why);
+      }
       if (s.site === selected) shown = s;
     });
     if (!d.sites.length) {
       var tr = el("tr"), td = el("td", "no watched finalizer or cleanup yet");
-      td.colSpan = 9;
+      td.colSpan = COLUMNS;
       tr.appendChild(td);
       tb.appendChild(tr);
     }
@@ -129,8 +168,8 @@
   function renderSelection(d) {
     var shown = null;
     Array.prototype.forEach.call($("sites").tBodies[0].rows, function (tr) {
-      var on = tr.getAttribute("data-site") === selected;
-      tr.className = on ? "sel" : "";
+      var site = tr.getAttribute("data-site") || tr.getAttribute("data-why");
+      tr.classList.toggle("sel", site !== null && site === selected);
     });
     d.sites.forEach(function (s) { if (s.site === selected) shown = s; });
     showStack(shown);
@@ -216,6 +255,15 @@
     $("summary").textContent = "GC cycles " + g.cycles + " (forced " + g.forced + ")  ·  heap live " + bytes(g.heap_live_bytes) +
       " / goal " + bytes(g.heap_goal_bytes) + "  ·  GC CPU " + (g.gc_cpu_fraction * 100).toFixed(1) + "%  ·  pause p99 " + secs(g.pause_p99_seconds) +
       "  ·  queues " + d.queues.finalizer.length + " finalizers, " + d.queues.cleanup.length + " cleanups";
+    var dropped = 0;
+    for (var k in d.totals) dropped += d.totals[k].dropped;
+    if (dropped) $("summary").textContent += "  ·  dropped without Close " + dropped;
+    var m = $("mode");
+    m.textContent = "runtime build mode " + (d.runtime_mode ? "on" : "off");
+    m.className = d.runtime_mode ? "on" : "off";
+    m.title = d.runtime_mode ?
+      "The runtime reports every finalizer and cleanup in the binary, the standard library's included: files and connections dropped without Close are counted." :
+      "Only finalizers and cleanups registered through finalizerwatch are counted; files and connections dropped without Close are counted in the runtime build mode only (finalizercheck -runtime).";
     $("link-profile").href = d.links.profile;
     $("link-profile-text").href = d.links.profile_text;
     $("link-metrics").href = d.links.metrics;
