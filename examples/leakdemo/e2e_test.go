@@ -203,8 +203,8 @@ func TestDemoFindsPlantedLeaks(t *testing.T) {
 		if err := p.CheckValid(); err != nil {
 			t.Fatal(err)
 		}
-		if p.DefaultSampleType != "growth" {
-			t.Fatalf("default sample type %q, want growth", p.DefaultSampleType)
+		if p.DefaultSampleType != "leaked" {
+			t.Fatalf("default sample type %q, want leaked", p.DefaultSampleType)
 		}
 		file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
 		if err := os.WriteFile(file, raw, 0o644); err != nil {

@@ -2,12 +2,14 @@
 // profile: one sample per ledger entry (per registration stack), located
 // at its registration stack, and valued by how many of its registrations
 // were registered, executed and are outstanding, how many are suspect
-// (outstanding past the watcher's suspect threshold), and by its growth if
-// it leaks.
+// (outstanding past the watcher's suspect threshold), by its growth if it
+// grows, by what it dropped without Close, and by what it leaked.
 //
 //	mux.Handle("/debug/pprof/finalizers", pprofexporter.Handler(finalizerwatch.Default))
 //
 //	go tool pprof -top -lines http://127.0.0.1:6061/debug/pprof/finalizers   # the leaking lines
+//	go tool pprof -top -lines -sample_index=dropped ...                      # files, connections dropped without Close
+//	go tool pprof -top -lines -sample_index=growth ...                       # the growing lines, fastest first
 //	go tool pprof -top -lines -sample_index=suspect ...                      # every long-lived line
 //	go tool pprof -http=:0 ...                                               # flame graph
 //
@@ -16,16 +18,35 @@
 //
 // Sample types, in this order: the summary counters of
 // finalizerwatch.Counters, named as it names them (registered/count,
-// executed/count, outstanding/count), then suspect/count and growth/count
-// (the default). growth is the ranking
+// executed/count, outstanding/count), then suspect/count, growth/count,
+// dropped/count and leaked/count (the default). growth is the ranking
 // of finalizerwatch's Snapshot.Top: at a site the growth model classes
 // growing (its suspects keep reaching new highs), the suspects it gained
-// over the model's window; 0 at stable sites (caches, pools) and churn. So
-// the default view lists the leaks only, fastest first, and is empty when
-// nothing leaks; -sample_index=suspect shows every long-lived site, caches
-// included. Every sample carries a label kind
-// (finalizer or cleanup). The profile holds code locations and counts,
-// nothing else: no object, argument or value of the program.
+// over the model's window; 0 at stable sites (caches, pools) and churn.
+// dropped counts the files, network connections, os.Root and os.Process
+// that the site opened and the program dropped without Close, left to
+// the garbage collector (runtime build mode only; 0 in any other build):
+// such a line is churn to the growth model, since their finalizers run,
+// and growth is 0 there.
+//
+// The default, leaked, is what a line has leaked so far, in objects: the
+// suspects of a line classed growing plus what it dropped without Close.
+// So the default view lists the leaks of both kinds, largest first, and
+// is empty when nothing leaks; a profile whose only leak is a line that
+// drops files lists that line. Why not another default: growth alone
+// leaves out dropped files, the very leak the runtime build mode finds;
+// growth + dropped would add a count over the model's short window to one
+// since the program started, so that after some hours of uptime the drops
+// hide every growing line (go tool pprof leaves out the lines below 0.5%
+// of the total); and a default chosen per profile (growth where a line
+// grows, else dropped) would hide the drops whenever anything grows, and
+// give two scrapes of one program different views. Suspects and drops
+// both count objects since the start. (go tool pprof still leaves out a
+// leak smaller than 0.5% of the total, and says "Dropped N nodes": add
+// -nodefraction=0 to list every leaking line.) -sample_index=suspect
+// shows every long-lived site, caches included. Every sample carries a
+// label kind (finalizer or cleanup). The profile holds code locations and
+// counts, nothing else: no object, argument or value of the program.
 //
 // The registration stack of an entry is the stack of its first
 // registration (or, with finalizerwatch.WithFullStacks, the stack the

@@ -14,7 +14,8 @@ import (
 
 // Sample types the profile always has. The whole list, in the order of
 // Sample.Value, is the summary counters of finalizerwatch.Counters
-// (registered, executed and outstanding), then suspect and growth.
+// (registered, executed and outstanding), then suspect, growth, dropped
+// and leaked (the default).
 const (
 	// SampleOutstanding counts registrations that have neither run nor
 	// been cleared.
@@ -27,9 +28,25 @@ const (
 	// SampleGrowth is, at an entry that finalizerwatch's growth model
 	// classes growing (a leak), the suspects it gained over the model's
 	// window (SiteStats.Growth), and 0 at every other entry: stable caches
-	// and churn weigh nothing. It is the default sample type, so that
-	// go tool pprof -top lists the leaks, fastest first, and nothing else.
+	// and churn weigh nothing.
 	SampleGrowth = "growth"
+	// SampleDropped counts, of an entry's executed finalizers and
+	// cleanups, those of files, network connections, os.Root and
+	// os.Process dropped without Close (finalizerwatch Counts.Dropped):
+	// each one a descriptor or handle the program left to the garbage
+	// collector. Runtime build mode only; 0 in any other build.
+	SampleDropped = "dropped"
+	// SampleLeaked is what a line has leaked so far, in objects: at an
+	// entry classed growing, its suspects (the long-lived registrations
+	// it keeps piling up), plus, at any entry, what it dropped without
+	// Close. It is the default sample type, so that go tool pprof -top
+	// lists the leaks of either kind, largest first, and nothing else:
+	// stable caches and churn weigh nothing, and a line that drops files
+	// (churn to the growth model, as their finalizers run) is not left
+	// out. Both terms count objects since the program started, so that
+	// neither drowns the other by its time base (growth, over the model's
+	// window, would: see the package documentation).
+	SampleLeaked = "leaked"
 )
 
 // LabelKind is the sample label that holds a registration's kind,
@@ -39,8 +56,8 @@ const LabelKind = "kind"
 // Profile returns the profile of ledger's outstanding finalizers and
 // cleanups: one sample per ledger entry (Snapshot.Entries), located at its
 // registration stack, with the values registered, executed, outstanding,
-// suspect and growth (all "count"; growth is the default; see the package
-// documentation) and a label LabelKind. A nil ledger means
+// suspect, growth, dropped and leaked (all "count"; leaked is the default;
+// see the package documentation) and a label LabelKind. A nil ledger means
 // finalizerwatch.Default.
 //
 // The profile holds code locations and counts only (and the time it was
@@ -81,9 +98,16 @@ func ledgerBuilder(ledger *finalizerwatch.Watcher) *builder {
 	// Unranked: the profile uses the entries only, not the per-kind
 	// ranking a Read would otherwise make if the GC cycle moved on.
 	ledger.Read(sn, finalizerwatch.ReadOptions{Entries: true, Unranked: true})
-	b := newBuilder(ledgerTypes, SampleGrowth)
-	b.addEntries(sn.Entries)
+	b := entriesBuilder(sn.Entries)
 	clear(sn.Entries) // drop the stacks' PCs until the next read
+	return b
+}
+
+// entriesBuilder returns a builder holding the profile of entries: the
+// ledger's sample types, leaked the default.
+func entriesBuilder(entries []finalizerwatch.Entry) *builder {
+	b := newBuilder(ledgerTypes, SampleLeaked)
+	b.addEntries(entries)
 	return b
 }
 
@@ -91,20 +115,27 @@ func ledgerBuilder(ledger *finalizerwatch.Watcher) *builder {
 // and the value of each at a ledger entry: the one list of them, which
 // ledgerTypes and addEntries read. They are the summary counters of
 // finalizerwatch.Counters (registered, executed and outstanding today),
-// named as it names them, in its order, then suspect and growth: a
-// per-site counter added to finalizerwatch.Counts as a summary counter is
-// a sample type of the profile as it is added there.
+// named as it names them, in its order, then suspect, growth, dropped and
+// leaked: a per-site counter added to finalizerwatch.Counts as a summary
+// counter is a sample type of the profile as it is added there. The new
+// types go last, so that a numeric -sample_index keeps its meaning.
 var ledgerSamples = func() []ledgerSample {
 	var ls []ledgerSample
+	dropped := true // unless a summary counter already
 	for _, c := range finalizerwatch.Counters() {
 		if c.Summary {
 			count := c.Value
 			ls = append(ls, ledgerSample{c.Name, func(e *finalizerwatch.Entry) uint64 { return count(&e.Counts) }})
+			dropped = dropped && c.Name != SampleDropped
 		}
 	}
-	return append(ls,
+	ls = append(ls,
 		ledgerSample{SampleSuspect, func(e *finalizerwatch.Entry) uint64 { return e.Suspect }},
 		ledgerSample{SampleGrowth, entryGrowth})
+	if dropped {
+		ls = append(ls, ledgerSample{SampleDropped, func(e *finalizerwatch.Entry) uint64 { return e.Dropped }})
+	}
+	return append(ls, ledgerSample{SampleLeaked, entryLeaked})
 }()
 
 // ledgerSample is a row of ledgerSamples: a sample type and its value at
@@ -115,7 +146,7 @@ type ledgerSample struct {
 }
 
 // maxLedgerSamples bounds len(ledgerSamples).
-const maxLedgerSamples = finalizerwatch.NumCounters + 2
+const maxLedgerSamples = finalizerwatch.NumCounters + 4
 
 // entryGrowth is SampleGrowth's value: the growth of an entry classed
 // growing, 0 at any other.
@@ -124,6 +155,19 @@ func entryGrowth(e *finalizerwatch.Entry) uint64 {
 		return e.Growth
 	}
 	return 0
+}
+
+// entryLeaked is SampleLeaked's value: the suspects of an entry classed
+// growing, plus its drops, saturating.
+func entryLeaked(e *finalizerwatch.Entry) uint64 {
+	var held uint64
+	if e.Class == finalizerwatch.ClassGrowing {
+		held = e.Suspect
+	}
+	if l := held + e.Dropped; l >= held {
+		return l
+	}
+	return 1<<64 - 1
 }
 
 // ledgerTypes are Profile's sample types, those of ledgerSamples: made

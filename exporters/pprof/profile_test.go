@@ -76,25 +76,26 @@ func TestProfile(t *testing.T) {
 	for _, st := range p.SampleType {
 		types = append(types, st.Type+"/"+st.Unit)
 	}
-	// The summary counters of the ledger, in its order, then suspect and
-	// growth; today's are named, so that the rule cannot go unchecked.
+	// The summary counters of the ledger, in its order, then suspect,
+	// growth, dropped and leaked; today's are named, so that the rule
+	// cannot go unchecked.
 	var want []string
 	for _, c := range finalizerwatch.Counters() {
 		if c.Summary {
 			want = append(want, c.Name+"/count")
 		}
 	}
-	want = append(want, "suspect/count", "growth/count")
+	want = append(want, "suspect/count", "growth/count", "dropped/count", "leaked/count")
 	if !slices.Equal(types, want) {
 		t.Errorf("sample types %v, want %v", types, want)
 	}
-	for _, typ := range []string{"registered/count", "executed/count", "outstanding/count", "suspect/count", "growth/count"} {
+	for _, typ := range []string{"registered/count", "executed/count", "outstanding/count", "suspect/count", "growth/count", "dropped/count", "leaked/count"} {
 		if !slices.Contains(types, typ) {
 			t.Errorf("sample types %v lack %s", types, typ)
 		}
 	}
-	if p.DefaultSampleType != "growth" {
-		t.Errorf("default sample type %q, want growth", p.DefaultSampleType)
+	if p.DefaultSampleType != "leaked" {
+		t.Errorf("default sample type %q, want leaked", p.DefaultSampleType)
 	}
 	if n := len(ledgertest.Entries(w)); len(p.Sample) != n {
 		t.Errorf("%d samples, want one per ledger entry (%d)", len(p.Sample), n)
@@ -106,7 +107,7 @@ func TestProfile(t *testing.T) {
 		t.Fatalf("no sample at the planted leak:\n%v", p)
 	}
 	// Planted once and kept: stable, so no growth.
-	checkValues(t, p, leak, "leak", map[string]int64{SampleRegistered: 7, "executed": 0, SampleOutstanding: 7, SampleSuspect: 7, SampleGrowth: 0})
+	checkValues(t, p, leak, "leak", map[string]int64{SampleRegistered: 7, "executed": 0, SampleOutstanding: 7, SampleSuspect: 7, SampleGrowth: 0, SampleDropped: 0, SampleLeaked: 0})
 	if got := leak.Label[LabelKind]; !slices.Equal(got, []string{"finalizer"}) {
 		t.Errorf("leak sample kind %v, want [finalizer]", got)
 	}
@@ -300,7 +301,7 @@ func TestGoToolPprof(t *testing.T) {
 	}
 }
 
-// The profile's default view (growth) names a growing leak's line first
+// The profile's default view (leaked) names a growing leak's line first
 // and leaves out a stable pool a hundred times its size.
 func TestDefaultSampleShowsGrowingLeak(t *testing.T) {
 	if testing.Short() {
@@ -341,7 +342,8 @@ func TestDefaultSampleShowsGrowingLeak(t *testing.T) {
 	}
 	// After 6 cycles the leak's registrations of steps 1-4 are suspects;
 	// the window of 4 observations saw it gain 3 at each of the last 4.
-	checkValues(t, p, leak, "leak", map[string]int64{SampleRegistered: 18, "executed": 0, SampleOutstanding: 18, SampleSuspect: 12, SampleGrowth: 12})
+	checkValues(t, p, leak, "leak", map[string]int64{SampleRegistered: 18, "executed": 0, SampleOutstanding: 18, SampleSuspect: 12, SampleGrowth: 12, SampleLeaked: 12})
+	checkValues(t, p, pool, "pool", map[string]int64{SampleLeaked: 0})
 	checkValues(t, p, pool, "pool", map[string]int64{SampleRegistered: 700, "executed": 0, SampleOutstanding: 700, SampleSuspect: 700, SampleGrowth: 0})
 	file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
 	if err := os.WriteFile(file, data, 0o600); err != nil {
@@ -364,6 +366,124 @@ func TestDefaultSampleShowsGrowingLeak(t *testing.T) {
 	}
 	if strings.Contains(rows[1], "main_test.go:"+strconv.Itoa(testkit.MarkerLine(t, "main_test.go", "leak"))) {
 		t.Errorf("go tool pprof -top -lines lists the stable pool:\n%s", out)
+	}
+}
+
+// gotoolTop runs go tool pprof -top -lines (and args) on the profile
+// data, and returns the rows of its table; it skips in -short or without
+// a go command.
+func goToolTop(t *testing.T, data []byte, args ...string) (out string, rows []string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs go tool pprof")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goTool, append(append([]string{"tool", "pprof", "-top", "-lines"}, args...), file)...)
+	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -top -lines %v: %v\n%s", args, err, b)
+	}
+	out = string(b)
+	_, table, ok := strings.Cut(out, "flat  flat%   sum%        cum   cum%\n")
+	if !ok {
+		t.Fatalf("no table in go tool pprof -top -lines %v:\n%s", args, out)
+	}
+	return out, strings.Split(strings.TrimSpace(table), "\n")
+}
+
+// TestDroppedSample: a line that dropped files without Close (churn to
+// the growth model: its finalizers ran) is a sample with dropped and
+// leaked, and the profile's default view lists it, beside a growing
+// line (by its suspects), and leaves out a stable pool and a churning
+// line that dropped nothing; -sample_index=dropped lists it alone.
+func TestDroppedSample(t *testing.T) {
+	site := func(fn string, line int) stackcapture.Frame {
+		return stackcapture.Frame{Function: "example.com/app." + fn, File: "/src/app/" + fn + ".go", Line: line}
+	}
+	entries := []finalizerwatch.Entry{
+		{Kind: finalizerwatch.KindFinalizer, Site: site("openFiles", 613), Class: finalizerwatch.ClassChurn,
+			Counts: finalizerwatch.Counts{Registered: 287000, Executed: 286990, Dropped: 286990, Outstanding: 10}},
+		{Kind: finalizerwatch.KindCleanup, Site: site("sessions", 20), Class: finalizerwatch.ClassGrowing, Growth: 40, Suspect: 61000,
+			Counts: finalizerwatch.Counts{Registered: 62000, Outstanding: 62000}},
+		{Kind: finalizerwatch.KindFinalizer, Site: site("pool", 30), Class: finalizerwatch.ClassStable, Suspect: 700,
+			Counts: finalizerwatch.Counts{Registered: 700, Outstanding: 700}},
+		{Kind: finalizerwatch.KindFinalizer, Site: site("churn", 40), Class: finalizerwatch.ClassChurn,
+			Counts: finalizerwatch.Counts{Registered: 5000, Executed: 5000}},
+	}
+	b := entriesBuilder(entries)
+	var buf bytes.Buffer
+	err := b.writeGzipped(&buf, "profile")
+	b.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := profile.ParseData(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	files := sampleAt(p, "example.com/app.openFiles", 613)
+	grows := sampleAt(p, "example.com/app.sessions", 20)
+	if files == nil || grows == nil {
+		t.Fatalf("no sample at the dropped files or the growing line:\n%v", p)
+	}
+	checkValues(t, p, files, "dropped files", map[string]int64{SampleRegistered: 287000, SampleOutstanding: 10, SampleGrowth: 0, SampleDropped: 286990, SampleLeaked: 286990})
+	checkValues(t, p, grows, "growing", map[string]int64{SampleGrowth: 40, SampleSuspect: 61000, SampleDropped: 0, SampleLeaked: 61000})
+
+	// The default view: both leaks, the files first (the larger), and
+	// nothing else.
+	out, rows := goToolTop(t, buf.Bytes())
+	if !strings.Contains(out, "Type: leaked") {
+		t.Errorf("go tool pprof -top's sample type is not leaked:\n%s", out)
+	}
+	if len(rows) != 2 || !strings.Contains(rows[0], "example.com/app.openFiles /src/app/openFiles.go:613") ||
+		!strings.Contains(rows[1], "example.com/app.sessions /src/app/sessions.go:20") {
+		t.Errorf("go tool pprof -top -lines lists %q, want the dropped files' line, then the growing one\n%s", rows, out)
+	}
+	// Each view of its own: dropped lists the files alone, growth the
+	// growing line alone.
+	for _, tt := range []struct{ index, want string }{
+		{"dropped", "example.com/app.openFiles /src/app/openFiles.go:613"},
+		{"growth", "example.com/app.sessions /src/app/sessions.go:20"},
+	} {
+		out, rows := goToolTop(t, buf.Bytes(), "-sample_index="+tt.index)
+		if len(rows) != 1 || !strings.Contains(rows[0], tt.want) || !strings.HasPrefix(strings.TrimSpace(rows[0]), map[string]string{"dropped": "286990", "growth": "40"}[tt.index]) {
+			t.Errorf("go tool pprof -top -lines -sample_index=%s lists %q, want %s alone\n%s", tt.index, rows, tt.want, out)
+		}
+	}
+}
+
+// A profile in which nothing leaks has an empty default view.
+func TestLeakedSampleEmptyWithoutLeak(t *testing.T) {
+	b := entriesBuilder([]finalizerwatch.Entry{{Kind: finalizerwatch.KindFinalizer, Class: finalizerwatch.ClassStable, Suspect: 700,
+		Site: stackcapture.Frame{Function: "example.com/app.pool", File: "/src/app/pool.go", Line: 30}, Counts: finalizerwatch.Counts{Registered: 700, Outstanding: 700}}})
+	var buf bytes.Buffer
+	err := b.writeGzipped(&buf, "profile")
+	b.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, rows := goToolTop(t, buf.Bytes())
+	if len(rows) != 1 || rows[0] != "" {
+		t.Errorf("go tool pprof -top lists %q where nothing leaks\n%s", rows, out)
+	}
+}
+
+// entryLeaked saturates rather than wraps.
+func TestEntryLeakedSaturates(t *testing.T) {
+	e := finalizerwatch.Entry{Class: finalizerwatch.ClassGrowing, Suspect: 1 << 63, Counts: finalizerwatch.Counts{Dropped: 1 << 63}}
+	if got := entryLeaked(&e); got != 1<<64-1 {
+		t.Errorf("entryLeaked = %d, want the largest uint64", got)
 	}
 }
 

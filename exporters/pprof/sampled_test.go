@@ -83,7 +83,7 @@ func TestSampledProfile(t *testing.T) {
 	// Without ?sampled=1, the ledger's profile, as before.
 	rec = httptest.NewRecorder()
 	Handler(w).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/finalizers", nil))
-	if p, err := profile.Parse(bytes.NewReader(rec.Body.Bytes())); err != nil || p.DefaultSampleType != SampleGrowth {
+	if p, err := profile.Parse(bytes.NewReader(rec.Body.Bytes())); err != nil || p.DefaultSampleType != SampleLeaked {
 		t.Fatalf("plain profile: %v, default %q", err, p.DefaultSampleType)
 	}
 }
