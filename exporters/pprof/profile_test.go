@@ -512,3 +512,21 @@ func TestRetLocsWithoutFrames(t *testing.T) {
 		t.Errorf("last in its stack: %v, want the whole inlining chain", got)
 	}
 }
+
+// The package documentation names every sample type of the ledger's
+// profile, and its default.
+func TestDocListsSampleTypes(t *testing.T) {
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(strings.ReplaceAll(string(doc), "//", "")), " ")
+	for _, typ := range ledgerTypes {
+		if !strings.Contains(text, typ+"/count") {
+			t.Errorf("doc.go does not list the sample type %s/count", typ)
+		}
+	}
+	if !strings.Contains(text, SampleLeaked+"/count (the default)") {
+		t.Errorf("doc.go does not name %s the default", SampleLeaked)
+	}
+}
