@@ -61,7 +61,10 @@ const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-sr
 
 // PageHandler serves the live page: the top sites by the leak model with
 // their class, growth, counts and a per-GC-cycle sparkline of suspects,
-// each site's registration stack on click; the finalizer and cleanup
+// each site's registration stack on click, a site that dropped files or
+// connections without Close marked as a leak with what to do at its line
+// (PageSite.Verdict and Words), and whether the runtime build mode is on;
+// the finalizer and cleanup
 // queues, GC pauses, heap live and goal and GC CPU per GC cycle; the
 // callback running now; the detectors firing and their history; links to
 // the pprof profile (and its text form) and to /metrics. Mount it at
