@@ -378,9 +378,10 @@ func TestHookTableLayout(t *testing.T) {
 
 // TestRuntimeModeThroughTheProbe runs a program that starts the probe and
 // keeps files open, more each GC cycle, at one line and drops them without
-// Close at another, none of it through finalizerwatch: the Report, /metrics
-// and the profile name both lines, the first growing and the second
-// dropped, and the runtime's finalizers are all watched.
+// Close at another, none of it through finalizerwatch: the Report, /metrics,
+// the live page and the profile name both lines, the first growing and the
+// second dropped, a leak (go tool pprof -top's default view lists both), and
+// the runtime's finalizers are all watched.
 func TestRuntimeModeThroughTheProbe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the standard library with a patched runtime")
@@ -393,7 +394,11 @@ func TestRuntimeModeThroughTheProbe(t *testing.T) {
 	for _, w := range []*regexp.Regexp{
 		regexp.MustCompile(`runtime build mode: every registration in the binary is counted`),
 		regexp.MustCompile(`main\.main main\.go:32 \(os\.File\)\s+finalizer\s+growing\s+\+\d+\s+160\s+0\s+160`),
-		regexp.MustCompile(`dropped without Close: 48 os\.File opened at main\.main main\.go:36`),
+		regexp.MustCompile(`main\.main main\.go:36 \(os\.File\)\s+finalizer\s+dropped\s`),
+		regexp.MustCompile(`(?m)^leak at main\.main \S+/rtprobe/main\.go:36: 48 files dropped without Close, each held open until the GC found it: close them where they are opened`),
+		regexp.MustCompile(`(?m)^runtime_mode=true$`),
+		regexp.MustCompile(`(?m)^page site: main\.main \S+/rtprobe/main\.go:36 class=churn verdict=dropped registered=48 dropped=48 words="48 files dropped without Close, `),
+		regexp.MustCompile(`(?m)^page site: main\.main \S+/rtprobe/main\.go:32 class=growing verdict=growing registered=160 dropped=0 words=""$`),
 		regexp.MustCompile(`(?m)^gcprobe_finalizers_registered_total\{kind="finalizer",site="main\.main \S+/rtprobe/main\.go:32"\} 160$`),
 		regexp.MustCompile(`(?m)^gcprobe_finalizers_dropped_total\{kind="finalizer",resource="os\.File",site="main\.main \S+/rtprobe/main\.go:36"\} 48$`),
 		regexp.MustCompile(`(?m)^gcprobe_finalizers_dropped_total\{kind="finalizer",resource="os\.File",site="main\.main \S+/rtprobe/main\.go:32"\} 0$`),
@@ -412,6 +417,23 @@ func TestRuntimeModeThroughTheProbe(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)\b160\s.*main\.main \S+main\.go:32\b`).Match(top) {
 		t.Errorf("the profile does not show the 160 files outstanding at main.go:32:\n%s", top)
+	}
+	// The default view (leaked) lists both leaks: the files kept open at
+	// line 32 by their suspects, the 48 dropped at line 36 (a view that
+	// the growth sample alone left empty for line 36).
+	top, err = exec.Command("go", "tool", "pprof", "-top", "-lines", prof).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof: %v\n%s", err, top)
+	}
+	for _, w := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^Type: leaked$`),
+		// The cum column: the stacks begin at os.newFile.
+		regexp.MustCompile(`\s48\s+[\d.]+%\s+main\.main \S+main\.go:36\b`),
+		regexp.MustCompile(`\s[1-9]\d*\s+[\d.]+%\s+main\.main \S+main\.go:32\b`),
+	} {
+		if !w.Match(top) {
+			t.Errorf("go tool pprof -top -lines lacks %s:\n%s", w, top)
+		}
 	}
 	// Registration stacks begin at the frame that called the runtime
 	// (os.newFile), never inside the hooks.
