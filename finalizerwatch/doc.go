@@ -86,6 +86,25 @@
 // Snapshot.MoreCyclesNeeded says how many cycles are missing before the
 // classes can be trusted (SuspectCycles+GrowthWindow in all).
 //
+// # Judged in time: WithSuspectAge
+//
+// Counted in GC cycles alone, "three cycles old" is 60 ms on a server that
+// runs fifty cycles a second: a pool warming up or files opened at
+// start-up and kept look like a leak within a second, and the model's
+// windows are too short to see a slow leak on a busy server as what it
+// is. WithSuspectAge(A) (the probe's default is 30 s; here it is off, for
+// tests that force GC cycles to find a leak) judges the ledger in wall
+// time as well: its cycles are GC cycles taken together so that each
+// lasts at least A/6, an outstanding registration is a suspect once it
+// has survived SuspectCycles of them and A, and new highs class a site
+// growing only once they have gone on for A. A pool that fills within A,
+// files opened at start-up, a cache filled once are never growing; a
+// leak of one object every two seconds is growing about 2A after it
+// starts (65 s with A = 30 s, at 10 or 50 GC cycles a second:
+// TestGrowthJudgedInTime). On a program that runs one GC cycle a minute
+// nothing changes. Snapshot.MoreTimeNeeded says how much longer the
+// watcher must run before anything can be a suspect.
+//
 // A registration costs one atomic add to its entry's counter of the
 // current cycle, a clear or a run one more to the entry's ends of that
 // cycle; the first registration of an entry in each cycle takes the entry's

@@ -10,7 +10,11 @@ package finalizerwatch
 // its last GrowthRun observations (however far below an earlier peak);
 // stable when it has suspects but is not growing; churn when it has none.
 // Growing sites rank first, by how much their suspects rose over their
-// last GrowthWindow observations (Growth).
+// last GrowthWindow observations (Growth). With a suspect age
+// (WithSuspectAge, epoch.go) observations are one per ledger cycle, and
+// new highs class a site growing only once they have gone on for the
+// suspect age (streak): a pool that fills, a start-up batch that crosses
+// the age, rise for a while and stop.
 //
 // New highs see a leak early: two observations of it are enough, and a
 // pool or a cache, however its count wavers below its high, makes none. A
@@ -25,7 +29,10 @@ package finalizerwatch
 // of each cycle (which folds the ring) and reads. A registration otherwise
 // costs one atomic load and compare and one atomic add (site.account).
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 const (
 	// GrowthWindow is how many of a site's latest observations (one per GC
@@ -96,7 +103,14 @@ type growth struct {
 	gains [GrowthWindow]uint32
 }
 
-const growthSeen = 1 << 7
+const (
+	growthSeen = 1 << 7
+	highsMask  = 1<<GrowthWindow - 1
+)
+
+// rising reports whether the suspect count rose in each of the last
+// GrowthRun observations.
+func (g *growth) rising() bool { return g.run >= GrowthRun }
 
 // suspectCycles is the threshold observations count suspects by.
 func (g *growth) suspectCycles() int {
@@ -119,10 +133,19 @@ func (g *growth) setSuspectCycles(n int) {
 	g.sus = uint8(n)
 }
 
+// streak is a site's current run of new highs: the ledger cycles of its
+// first and latest. A run ends when a window of observations passes with
+// no new high; the next new high begins another. With a suspect age
+// (epoch.go), a site is classed growing by its new highs only once they
+// have gone on for that long: from the start of cycle from to that of
+// cycle high.
+type streak struct{ from, high uint32 }
+
 // observe records the suspect count of the entry in GC cycle cur, unless
 // the entry was already observed in that cycle (or a later one, for a
-// path that loaded an older clock).
-func (g *growth) observe(cur uint32, suspect uint64) {
+// path that loaded an older clock), and the entry's run of new highs in
+// st.
+func (g *growth) observe(cur uint32, suspect uint64, st *streak) {
 	if g.flags&growthSeen != 0 && cur-g.last-1 >= 1<<31 { // cur <= last, with wrap-around
 		return
 	}
@@ -137,6 +160,10 @@ func (g *growth) observe(cur uint32, suspect uint64) {
 	case n > g.peak:
 		gain = n - g.peak
 		g.peak = n
+		if g.flags&highsMask == 0 { // no new high in the window: a new run
+			st.from = cur
+		}
+		st.high = cur
 		g.flags |= bit
 	case n > g.prev:
 		gain = n - g.prev
@@ -177,18 +204,35 @@ func (g *growth) classify(suspect uint64) (Class, uint64) {
 	return ClassStable, grown
 }
 
-// moreCyclesNeeded returns how many more GC cycles must pass before the
-// growth model can tell a leak from a cache at every site: a registration
-// becomes a suspect after SuspectCycles cycles, and a site needs
-// GrowthWindow observations of its suspects after that. It counts from the
-// watcher's first registration, by the slower of its two GC clocks, and
-// is 0 once enough cycles have passed. A site first seen later needs as
-// many cycles of its own.
+// moreCyclesNeeded returns how many more of its cycles the watcher must
+// count before the growth model can tell a leak from a cache at every
+// site: a registration becomes a suspect after SuspectCycles cycles (and,
+// with a suspect age, once it is that old: more cycles while younger
+// cycles are short, epoch.go), and a site needs GrowthWindow observations
+// of its suspects after that. It counts from the watcher's first
+// registration, by the slower of its two clocks, and is 0 once enough
+// cycles have passed. Until a suspect age has passed it is at least
+// GrowthWindow (see moreTimeNeeded). A site first seen later needs as many
+// cycles of its own.
 func (w *Watcher) moreCyclesNeeded() int {
-	need := uint64(w.cfg.suspectCycles + GrowthWindow)
-	c := min(w.cycleCount(KindFinalizer), w.cycleCount(KindCleanup))
-	if c >= need {
-		return 0
+	more := 0
+	for _, k := range Kinds {
+		need := uint64(w.suspectAgeOf(k) + GrowthWindow)
+		if w.cfg.suspectAge > 0 && !w.epochs[k].aged.Load() {
+			need = uint64(w.cfg.suspectCycles + GrowthWindow)
+			more = max(more, GrowthWindow)
+		}
+		if c := w.cycleCount(k); c < need {
+			more = max(more, int(need-c))
+		}
 	}
-	return int(need - c)
+	return more
+}
+
+// moreTime returns how much longer, at least, the watcher must run before
+// a registration can be a suspect by its suspect age (0 once one can, or
+// without one).
+func (w *Watcher) moreTime() time.Duration {
+	now := w.cfg.now()
+	return max(w.moreTimeNeeded(KindFinalizer, now), w.moreTimeNeeded(KindCleanup, now))
 }

@@ -438,7 +438,7 @@ func TestGrowthModel(t *testing.T) {
 			var g growth
 			var last uint64
 			for _, o := range tt.give {
-				g.observe(o.cycle, o.suspect)
+				g.observe(o.cycle, o.suspect, &streak{})
 				last = o.suspect
 			}
 			if class, growth := g.classify(last); class != tt.wantClass || growth != tt.wantGrowth {
@@ -488,7 +488,7 @@ func TestGrowthModelRisingAfterAnyPeak(t *testing.T) {
 		h := genPrefix(r, r.IntN(40))
 		var g growth
 		for _, o := range h {
-			g.observe(o.cycle, o.suspect)
+			g.observe(o.cycle, o.suspect, &streak{})
 		}
 		var cyc uint32
 		var v uint64
@@ -499,7 +499,7 @@ func TestGrowthModelRisingAfterAnyPeak(t *testing.T) {
 		for j := 1; j <= rises; j++ {
 			cyc += 1 + uint32(r.IntN(3))
 			v += 1 + uint64(r.IntN(4)*r.IntN(10))
-			g.observe(cyc, v)
+			g.observe(cyc, v, &streak{})
 			h = append(h, observation{cyc, v})
 			class, grown := g.classify(v)
 			if j >= GrowthRun && (class != ClassGrowing || grown < GrowthWindow) {
@@ -549,7 +549,7 @@ func TestGrowthModelStablePoolStaysStable(t *testing.T) {
 			}
 		}
 		for i, o := range h {
-			g.observe(o.cycle, o.suspect)
+			g.observe(o.cycle, o.suspect, &streak{})
 			if i < filled-1+GrowthWindow {
 				continue
 			}

@@ -3,6 +3,7 @@ package finalizerwatch
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -27,6 +28,8 @@ const (
 	// MaxSuspectCycles is the largest value WithSuspectCycles accepts: ages
 	// are kept exactly up to AgeBuckets-2 cycles.
 	MaxSuspectCycles = AgeBuckets - 2
+	// MaxSuspectAge is the largest value WithSuspectAge accepts.
+	MaxSuspectAge = time.Hour
 	// DefaultStackSampleRate is how many registrations, on average, make
 	// one that captures its full stack (see WithStackSampleRate): rare
 	// enough that capturing costs under a nanosecond per registration on
@@ -44,6 +47,12 @@ type config struct {
 	fullStacks      bool
 	suspectCycles   int
 	stackSampleRate int
+	// suspectAge is the wall time a registration must also have been
+	// outstanding to be a suspect (epoch.go); 0 for none.
+	suspectAge time.Duration
+	// now is the watcher's clock, in monotonic nanoseconds: monoNow, or a
+	// test's.
+	now func() int64
 }
 
 func defaultConfig() config {
@@ -52,6 +61,7 @@ func defaultConfig() config {
 		maxStacks:       DefaultMaxStacks,
 		suspectCycles:   DefaultSuspectCycles,
 		stackSampleRate: DefaultStackSampleRate,
+		now:             monoNow,
 	}
 }
 
@@ -122,6 +132,27 @@ func WithSuspectCycles(n int) Option {
 			return fmt.Errorf("finalizerwatch: WithSuspectCycles: must be in [1, %d], got %d", MaxSuspectCycles, n)
 		}
 		c.suspectCycles = n
+		return nil
+	}
+}
+
+// WithSuspectAge sets how long, in wall time, an outstanding registration
+// must also have been outstanding to count as a leak suspect, besides its
+// SuspectCycles GC cycles (default 0: cycles alone; at most MaxSuspectAge).
+// With an age set, the watcher's cycles (Snapshot.Cycles, the ages of
+// SiteStats.Survived) are GC cycles taken together so that each lasts at
+// least a sixth of it, and a site is classed growing only once its
+// suspects have kept reaching new highs for at least as long: a program
+// that runs fifty GC cycles a second is then judged over seconds, not
+// milliseconds, and a pool warming up or files opened at start-up and kept
+// are never taken for a leak. Long-running programs want one (the probe's
+// default is 30 s); a test that forces GC cycles to find a leak does not.
+func WithSuspectAge(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 || d > MaxSuspectAge {
+			return fmt.Errorf("finalizerwatch: WithSuspectAge: must be in [0, %v], got %v", MaxSuspectAge, d)
+		}
+		c.suspectAge = d
 		return nil
 	}
 }

@@ -94,7 +94,12 @@ type site struct {
 	// their type (resVariantListener: net.Listen's socket, not a
 	// connection; runtime.go's resVariantAt).
 	variant uint8
-	_       [15]byte // the node's second line starts with reg
+	// streak is the growth model's record of the site's current run of
+	// new highs (growth.go), under ages.mu. It sits here, in the node's
+	// first line, because the rest is full: it is written at most once
+	// per ledger cycle, where registrations only read this line.
+	streak streak
+	_      [4]byte // the node's second line starts with reg
 
 	// reg counts the registrations made in each cycle of the ring's
 	// window, ends those of them that ran or were cleared (mod 2^32;
@@ -258,7 +263,7 @@ func (s *site) newCycle(cyc uint32) {
 	r.mu.Lock()
 	var out [AgeBuckets]uint64
 	s.survivedLocked(cyc, &out) // folds
-	r.g.observe(cyc, suspects(&out, r.g.suspectCycles()))
+	r.g.observe(cyc, suspects(&out, s.suspectAge(r.g.suspectCycles())), &s.streak)
 	if cyc-r.seen.Load()-1 < 1<<31 { // only forward
 		r.seen.Store(cyc)
 	}
@@ -369,10 +374,26 @@ func (s *site) read(cur uint32, n int, out *[AgeBuckets]uint64) (suspect uint64,
 	defer r.mu.Unlock()
 	r.g.setSuspectCycles(n)
 	s.survivedLocked(cur, out)
-	suspect = suspects(out, n)
-	r.g.observe(cur, suspect)
+	suspect = suspects(out, s.suspectAge(n))
+	r.g.observe(cur, suspect, &s.streak)
 	class, grown = r.g.classify(suspect)
+	if class == ClassGrowing && !r.g.rising() && !s.w.spanned(s.kind, s.streak.from, s.streak.high) {
+		// New highs, but not yet for the suspect age: a pool filling, a
+		// batch of start-up files crossing it, until they go on.
+		class = ClassStable
+	}
 	return suspect, class, grown
+}
+
+// suspectAge is the age, in ledger cycles, from which the entry's
+// outstanding registrations are suspects: n, the watcher's
+// SuspectCycles, or more while the ledger's younger cycles began less
+// than its suspect age ago (epoch.go).
+func (s *site) suspectAge(n int) int {
+	if s.w == nil || s.w.cfg.suspectAge <= 0 || n != s.w.cfg.suspectCycles {
+		return n
+	}
+	return max(n, s.w.suspectAgeOf(s.kind))
 }
 
 // survivedLocked adds to out the outstanding count by cycles survived as

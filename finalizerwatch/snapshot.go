@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -103,6 +104,11 @@ type Snapshot struct {
 	// before its classes can be trusted: SuspectCycles+GrowthWindow in
 	// all, 0 from then on.
 	MoreCyclesNeeded int
+	// MoreTimeNeeded is how much longer, at least, the watcher must run
+	// before a registration can be a suspect by its suspect age
+	// (WithSuspectAge): 0 once one can, or without one. Until both it and
+	// MoreCyclesNeeded are 0, it is too early to tell a leak from a cache.
+	MoreTimeNeeded time.Duration
 	// Entries are every ledger entry, if ReadOptions.Entries asked for
 	// them; the order is unspecified.
 	Entries []Entry
@@ -366,6 +372,7 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	dst.Overflow = w.overflowNow()
 	dst.Running = w.appendRunning(dst.Running[:0])
 	dst.MoreCyclesNeeded = w.moreCyclesNeeded()
+	dst.MoreTimeNeeded = w.moreTime()
 	dst.Entries = dst.Entries[:0]
 	if opts.Entries {
 		dst.Entries = w.appendEntries(dst.Entries)

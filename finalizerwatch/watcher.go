@@ -42,6 +42,9 @@ type Watcher struct {
 	// own count, so that the hot path reads it with one atomic load
 	// (cycle) and Close can freeze it.
 	cycles [numKinds]atomic.Uint32
+	// epochs are the times the cycles began, with a suspect age
+	// (epoch.go).
+	epochs [numKinds]epochClock
 	clock  atomic.Pointer[gcclock.Subscription]
 	closed atomic.Bool
 	full   atomic.Bool // capture every registration's full stack
@@ -101,6 +104,11 @@ func (w *Watcher) init() {
 		for _, k := range Kinds {
 			w.overflow[k].w, w.overflow[k].kind = w, k
 		}
+		now := w.cfg.now()
+		for k := range w.epochs {
+			w.epochs[k].start[0].Store(now)
+			w.epochs[k].minAge.Store(uint32(w.minAgeAt(Kind(k), 0, now)))
+		}
 		w.clock.Store(gcclock.Subscribe(clockListener{weak.Make(w)}))
 	})
 }
@@ -157,10 +165,10 @@ func (l clockListener) Tick(k gcclock.Kind) bool {
 	}
 	switch k {
 	case gcclock.Finalizer:
-		w.cycles[KindFinalizer].Add(1)
+		w.tick(KindFinalizer, w.cfg.now())
 		objs.tickIdle()
 	case gcclock.Cleanup:
-		w.cycles[KindCleanup].Add(1)
+		w.tick(KindCleanup, w.cfg.now())
 	}
 	return true
 }
