@@ -28,6 +28,7 @@ package finalizerwatch
 // older than A by far, and treated so.
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -61,7 +62,7 @@ type epochClock struct {
 // its share of it. It runs on the goroutine that runs kind k's callbacks,
 // once per GC cycle, and never blocks.
 func (w *Watcher) tick(k Kind, now int64) {
-	age := w.cfg.suspectAge
+	age := w.suspectAge()
 	if age <= 0 {
 		w.cycles[k].Add(1)
 		return
@@ -84,32 +85,28 @@ func (w *Watcher) tick(k Kind, now int64) {
 // minAgeAt returns the least age, in ledger cycles, at which a
 // registration made in a ledger cycle before cur has been outstanding for
 // at least the suspect age at now (from the start of the cycle after its
-// own), and SuspectCycles at least. Past the ring (or the oldest age the
-// ledger keeps apart) every registration is old enough.
+// own), and SuspectCycles at least; AgeBuckets while none is known to
+// be.
 func (w *Watcher) minAgeAt(k Kind, cur uint32, now int64) int {
 	e := &w.epochs[k]
-	age := int64(w.cfg.suspectAge)
-	n := w.cfg.suspectCycles
-	for ; n < AgeBuckets-1 && n <= int(cur); n++ {
-		// A registration n cycles old was made in cycle cur-n, which
-		// ended when cur-n+1 began.
+	age := int64(w.suspectAge())
+	for n := w.cfg.suspectCycles; n < AgeBuckets && n <= int(cur); n++ {
+		// A registration n cycles old (n or more, for the last bucket)
+		// was made in cycle cur-n, which ended when cur-n+1 began.
 		if now-e.start[(cur-uint32(n)+1)%epochRing].Load() >= age {
 			e.aged.Store(true)
 			return n
 		}
 	}
-	if n > int(cur) {
-		// Every cycle since the first is younger than the suspect age.
-		return AgeBuckets - 1
-	}
-	e.aged.Store(true)
-	return n
+	// None is known to be old enough: the watcher, or its suspect age, is
+	// younger than the age. Past AgeBuckets-1, suspects sum nothing.
+	return AgeBuckets
 }
 
 // suspectAge returns the age, in ledger cycles, from which an outstanding
 // registration of kind k is a suspect now.
 func (w *Watcher) suspectAgeOf(k Kind) int {
-	if w.cfg.suspectAge <= 0 {
+	if w.suspectAge() <= 0 {
 		return w.cfg.suspectCycles
 	}
 	return int(w.epochs[k].minAge.Load())
@@ -120,7 +117,7 @@ func (w *Watcher) suspectAgeOf(k Kind) int {
 // current cycle) is at least the suspect age: always, without one. A cycle
 // that has left the ring began long before.
 func (w *Watcher) spanned(k Kind, from, to uint32) bool {
-	age := w.cfg.suspectAge
+	age := w.suspectAge()
 	if age <= 0 {
 		return true
 	}
@@ -132,24 +129,59 @@ func (w *Watcher) spanned(k Kind, from, to uint32) bool {
 	return e.start[to%epochRing].Load()-e.start[from%epochRing].Load() >= int64(age)
 }
 
+// SuspectAge returns the watcher's suspect age (WithSuspectAge), 0 for
+// none.
+func (w *Watcher) SuspectAge() time.Duration { return w.suspectAge() }
+
+func (w *Watcher) suspectAge() time.Duration { return time.Duration(w.age.Load()) }
+
+// SetSuspectAge sets the watcher's suspect age (see WithSuspectAge), from
+// now on: the probe sets its default on the watcher it reports. Ages in
+// time count from the call, at the latest: for d of the suspect age after
+// a change, nothing is a suspect that was not one by cycles alone before,
+// and is not one yet by time. It returns an error for a d that
+// WithSuspectAge refuses.
+func (w *Watcher) SetSuspectAge(d time.Duration) error {
+	if d < 0 || d > MaxSuspectAge {
+		return fmt.Errorf("finalizerwatch: (*Watcher).SetSuspectAge: must be in [0, %v], got %v", MaxSuspectAge, d)
+	}
+	w.ageMu.Lock()
+	defer w.ageMu.Unlock()
+	if w.suspectAge() == d {
+		return nil
+	}
+	w.age.Store(int64(d))
+	w.resetEpochs(w.cfg.now())
+	return nil
+}
+
+// resetEpochs makes every ledger cycle begin at now, as far as the age
+// goes: nothing is known to be older.
+func (w *Watcher) resetEpochs(now int64) {
+	for k := range w.epochs {
+		e := &w.epochs[k]
+		e.aged.Store(false)
+		for i := range e.start {
+			e.start[i].Store(now)
+		}
+		e.minAge.Store(uint32(w.minAgeAt(Kind(k), w.cycles[k].Load(), now)))
+	}
+}
+
 // moreTimeNeeded returns how much longer, at least, the watcher must run
 // before a registration of kind k can be a suspect by the suspect age: 0
-// once one can, or without a suspect age.
+// once one can, or without a suspect age. The oldest registrations the
+// ledger keeps apart were made in the cycle AgeBuckets-1 before the
+// current one (or the first), and are that old once the age has passed
+// since the cycle after theirs began (or the current one, if none has).
 func (w *Watcher) moreTimeNeeded(k Kind, now int64) time.Duration {
-	age := w.cfg.suspectAge
-	if age <= 0 || w.epochs[k].aged.Load() {
+	age := w.suspectAge()
+	e := &w.epochs[k]
+	if age <= 0 || e.aged.Load() {
 		return 0
 	}
 	c := w.cycles[k].Load()
-	first := w.epochs[k].start[0].Load() // cycle 0 began at the watcher's start
-	if c >= epochRing {
-		return 0
-	}
-	// The first registrations are suspects once cycle 1 began the
-	// suspect age ago; cycle 1 has not begun, or began at start[1].
-	since := first
-	if c >= 1 {
-		since = w.epochs[k].start[1].Load()
-	}
+	oldest := c - min(c, AgeBuckets-1)
+	since := e.start[min(oldest+1, c)%epochRing].Load()
 	return max(0, time.Duration(since+int64(age)-now))
 }

@@ -2,6 +2,7 @@ package finalizerwatch
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -191,4 +192,48 @@ func TestWithSuspectAgeRefusesBadValues(t *testing.T) {
 			t.Errorf("WithSuspectAge(%v): no error", d)
 		}
 	}
+}
+
+// SetSuspectAge counts ages in time from the call: registrations made
+// before, old in cycles, are not suspects until the age has passed since.
+func TestSetSuspectAge(t *testing.T) {
+	var clock atomic.Int64
+	w := newWatcher(t, withClock(&clock))
+	line := testkit.MarkerLine(t, "epoch_test.go", "t-set")
+	var kept []*thing
+	for range 10 {
+		o := &thing{}
+		w.SetFinalizer(o, func(*thing) {}) // marker: t-set
+		kept = append(kept, o)
+	}
+	for range 5 {
+		w.tick(KindFinalizer, clock.Load())
+		w.tick(KindCleanup, clock.Load())
+	}
+	if s, _ := siteByLine(w.top(0), line); s.Suspect != 10 {
+		t.Fatalf("by cycles alone: %d suspects, want 10", s.Suspect)
+	}
+	if err := w.SetSuspectAge(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.SetSuspectAge(-1); err == nil || !strings.Contains(err.Error(), "SetSuspectAge") {
+		t.Errorf("SetSuspectAge(-1): %v, want an error naming it", err)
+	}
+	for sec := 1; sec <= 40; sec++ {
+		clock.Store(int64(time.Duration(sec) * time.Second))
+		w.tick(KindFinalizer, clock.Load())
+		w.tick(KindCleanup, clock.Load())
+		s, _ := siteByLine(w.top(0), line)
+		more := w.moreTime()
+		switch {
+		case sec < 30 && (s.Suspect != 0 || more == 0):
+			t.Fatalf("%d s after SetSuspectAge: %d suspects, %v more needed; want 0 and more than 0", sec, s.Suspect, more)
+		case sec >= 36 && (s.Suspect != 10 || more != 0):
+			t.Fatalf("%d s after SetSuspectAge: %d suspects, %v more needed; want 10 and 0", sec, s.Suspect, more)
+		}
+	}
+	if got := w.SuspectAge(); got != 30*time.Second {
+		t.Errorf("SuspectAge() = %v", got)
+	}
+	_ = kept
 }

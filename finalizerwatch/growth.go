@@ -218,7 +218,7 @@ func (w *Watcher) moreCyclesNeeded() int {
 	more := 0
 	for _, k := range Kinds {
 		need := uint64(w.suspectAgeOf(k) + GrowthWindow)
-		if w.cfg.suspectAge > 0 && !w.epochs[k].aged.Load() {
+		if w.suspectAge() > 0 && !w.epochs[k].aged.Load() {
 			need = uint64(w.cfg.suspectCycles + GrowthWindow)
 			more = max(more, GrowthWindow)
 		}

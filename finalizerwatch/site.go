@@ -390,7 +390,7 @@ func (s *site) read(cur uint32, n int, out *[AgeBuckets]uint64) (suspect uint64,
 // SuspectCycles, or more while the ledger's younger cycles began less
 // than its suspect age ago (epoch.go).
 func (s *site) suspectAge(n int) int {
-	if s.w == nil || s.w.cfg.suspectAge <= 0 || n != s.w.cfg.suspectCycles {
+	if s.w == nil || s.w.suspectAge() <= 0 || n != s.w.cfg.suspectCycles {
 		return n
 	}
 	return max(n, s.w.suspectAgeOf(s.kind))

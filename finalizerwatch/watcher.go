@@ -45,6 +45,10 @@ type Watcher struct {
 	// epochs are the times the cycles began, with a suspect age
 	// (epoch.go).
 	epochs [numKinds]epochClock
+	// age is the suspect age in nanoseconds (WithSuspectAge,
+	// SetSuspectAge); ageMu orders its changes.
+	age    atomic.Int64
+	ageMu  sync.Mutex
 	clock  atomic.Pointer[gcclock.Subscription]
 	closed atomic.Bool
 	full   atomic.Bool // capture every registration's full stack
@@ -88,6 +92,7 @@ func New(opts ...Option) (*Watcher, error) {
 		return nil, err
 	}
 	w.full.Store(w.cfg.fullStacks)
+	w.age.Store(int64(w.cfg.suspectAge))
 	w.sampleRate.Store(int64(w.cfg.stackSampleRate))
 	w.sampleThreshold.Store(sampleThreshold(int64(w.cfg.stackSampleRate)))
 	return w, nil
@@ -104,11 +109,9 @@ func (w *Watcher) init() {
 		for _, k := range Kinds {
 			w.overflow[k].w, w.overflow[k].kind = w, k
 		}
-		now := w.cfg.now()
-		for k := range w.epochs {
-			w.epochs[k].start[0].Store(now)
-			w.epochs[k].minAge.Store(uint32(w.minAgeAt(Kind(k), 0, now)))
-		}
+		w.ageMu.Lock()
+		w.resetEpochs(w.cfg.now())
+		w.ageMu.Unlock()
 		w.clock.Store(gcclock.Subscribe(clockListener{weak.Make(w)}))
 	})
 }
