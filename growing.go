@@ -17,15 +17,28 @@ import (
 // and the evidence: "+433 suspects over 4 cycles". The lines are decided
 // on each of the probe's per-cycle reads of the ledger (cycles.go).
 //
-// One line per transition: a site that stays growing is not logged again.
-// Rate-limited per site: a site that flaps (growing, stable, growing within
-// a minute) logs at most one line per GrowingLogEvery, the state it is in
-// when the time is up; a flap that ends where it started logs nothing.
+// An SRE paged by these lines wants a line they can fix, and silence when
+// nothing is wrong:
+//   - Nothing is logged while it is too early to tell a leak from a cache
+//     (the Report says so: Snapshot.MoreCyclesNeeded, MoreTimeNeeded).
+//   - A growing line needs the site's suspects to have risen by at least
+//     GrowingLogMin over the model's window: a few stragglers are not a
+//     leak worth a page.
+//   - One line per transition: a site that stays growing is not logged
+//     again. A site logged growing that turns stable or churn is
+//     retracted at once; a site logs at most one growing line per
+//     GrowingLogEvery, so one that flaps (growing, stable, growing within
+//     a minute) logs its next growing line only when the minute is up,
+//     if it is growing then.
 
 // Defaults of the growing-site log.
 const (
-	// GrowingLogEvery is the least time between two lines about one site.
+	// GrowingLogEvery is the least time between two growing lines about
+	// one site.
 	GrowingLogEvery = time.Minute
+	// GrowingLogMin is the least growth, in suspects over the growth
+	// model's window, that a growing line is logged for.
+	GrowingLogMin = 5
 	// growingTracked bounds the sites the log remembers; a site beyond
 	// it is not logged.
 	growingTracked = 1024
@@ -55,7 +68,7 @@ func keyOf(s *finalizerwatch.SiteStats) growingKey {
 
 type growingSite struct {
 	growing bool      // what the site's last line said
-	at      time.Time // when that line was logged
+	grewAt  time.Time // when its last growing line was logged
 }
 
 func newGrowingLog(every time.Duration) *growingLog {
@@ -64,11 +77,14 @@ func newGrowingLog(every time.Duration) *growingLog {
 
 // check logs, at now, a line for each site whose growing state differs
 // from what its last line said (a site never logged was not growing),
-// unless that line is younger than every. It reads the top sites of sn;
-// a growing site that has left the top is taken to have stopped growing
-// only when every growing site of its kind is in the top (KindSnapshot.
-// Growing), since growing sites rank first.
+// within the rules above. It reads the top sites of sn; a growing site
+// that has left the top is taken to have stopped growing only when every
+// growing site of its kind is in the top (KindSnapshot.Growing), since
+// growing sites rank first.
 func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time.Time) {
+	if sn.MoreCyclesNeeded > 0 || sn.MoreTimeNeeded > 0 {
+		return // too early: the Report says so, and the log is silent
+	}
 	lines := 0
 	for k := range sn.Kinds {
 		ks := &sn.Kinds[k]
@@ -81,18 +97,21 @@ func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time
 			}
 			key := keyOf(s)
 			st, ok := g.sites[key]
-			if st.growing == growing || (ok && now.Sub(st.at) < g.every) {
+			switch {
+			case st.growing == growing, lines == growingLinesPerCheck:
 				continue
-			}
-			if !ok && len(g.sites) >= growingTracked {
+			case growing && (s.Growth < GrowingLogMin || (ok && now.Sub(st.grewAt) < g.every)):
 				continue
-			}
-			if lines == growingLinesPerCheck {
+			case !ok && len(g.sites) >= growingTracked:
 				continue
 			}
 			lines++
 			logGrowing(l, s, growing)
-			g.sites[key] = growingSite{growing: growing, at: now}
+			st.growing = growing
+			if growing {
+				st.grewAt = now
+			}
+			g.sites[key] = st
 		}
 		if shown < ks.Growing {
 			continue // some growing site is beyond the top: absence says nothing
@@ -100,7 +119,7 @@ func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time
 		// Every growing site of the kind is in the top: a site logged
 		// growing that is not there has stopped.
 		for key, st := range g.sites {
-			if !st.growing || key.kind != finalizerwatch.Kind(k) || now.Sub(st.at) < g.every || lines == growingLinesPerCheck {
+			if !st.growing || key.kind != finalizerwatch.Kind(k) || lines == growingLinesPerCheck {
 				continue
 			}
 			if inTop(ks.Top, key) {
@@ -108,7 +127,8 @@ func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time
 			}
 			lines++
 			logStopped(l, key)
-			g.sites[key] = growingSite{growing: false, at: now}
+			st.growing = false
+			g.sites[key] = st
 		}
 	}
 }

@@ -40,7 +40,7 @@ func TestGrowingLogNamesPlantedLeak(t *testing.T) {
 	line := testkit.MarkerLine(t, "growing_e2e_test.go", "grow-leak")
 	var buf testkit.SyncBuffer
 	w := newWatcher(t)
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w),
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0),
 		probe.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	if err != nil {
 		t.Fatal(err)

@@ -13,10 +13,11 @@ import (
 
 // TestGrowingLogOncePerTransition drives the growing-site log on an
 // injected clock: one Warn line when a site turns growing, naming it and
-// the evidence, none while it stays growing, one when it stops, at most
-// one per GrowingLogEvery for a site however often it flaps, nothing for
-// a flap that ends where it began, and a stop line for a growing site
-// that left the top once every growing site is in it.
+// the evidence, none while it stays growing, one at once when it stops,
+// at most one growing line per GrowingLogEvery for a site however often
+// it flaps, none while it is too early or for growth below GrowingLogMin,
+// and a stop line for a growing site that left the top once every
+// growing site is in it.
 func TestGrowingLogOncePerTransition(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, nil))
@@ -57,24 +58,33 @@ func TestGrowingLogOncePerTransition(t *testing.T) {
 		sites []site
 		at    time.Duration
 		want  []string // substrings of the one line wanted, nil for none
+		early bool     // the snapshot says it is too early to tell
 	}{
-		{"churn and a cache: nothing", []site{steady}, 0, nil},
+		{"churn and a cache: nothing", []site{steady}, 0, nil, false},
+		{"too early: a growing site logs nothing", []site{growing(433), steady}, 0, nil, true},
 		{"turns growing", []site{growing(433), steady}, time.Second,
 			[]string{"level=WARN", `msg="gcprobe: site growing: a likely leak"`, `site="main.leak /src/main.go:34"`,
-				`evidence="+433 suspects over 4 cycles"`, "kind=finalizer"}},
-		{"stays growing", []site{growing(900), steady}, 2 * time.Second, nil},
-		{"stops inside the minute: not yet", []site{stable, steady}, 10 * time.Second, nil},
-		{"grows again inside the minute: the flap logs nothing", []site{growing(50), steady}, 30 * time.Second, nil},
-		{"stops, past the minute", []site{stable, steady}, 70 * time.Second,
-			[]string{"level=WARN", `msg="gcprobe: site stopped growing"`, `site="main.leak /src/main.go:34"`, "class=stable"}},
-		{"stays stopped", []site{stable, steady}, 200 * time.Second, nil},
-		{"grows again", []site{growing(12), steady}, 300 * time.Second, []string{`evidence="+12 suspects over 4 cycles"`}},
+				`evidence="+433 suspects over 4 cycles"`, "kind=finalizer"}, false},
+		{"stays growing", []site{growing(900), steady}, 2 * time.Second, nil, false},
+		{"stops inside the minute: retracted at once", []site{stable, steady}, 10 * time.Second,
+			[]string{"level=WARN", `msg="gcprobe: site stopped growing"`, `site="main.leak /src/main.go:34"`, "class=stable"}, false},
+		{"grows again inside the minute: not yet", []site{growing(50), steady}, 30 * time.Second, nil, false},
+		{"still growing, inside the minute", []site{growing(50), steady}, 50 * time.Second, nil, false},
+		{"still growing, past the minute", []site{growing(60), steady}, 62 * time.Second, []string{`evidence="+60 suspects over 4 cycles"`}, false},
+		{"stops", []site{stable, steady}, 70 * time.Second, []string{`msg="gcprobe: site stopped growing"`}, false},
+		{"stays stopped", []site{stable, steady}, 200 * time.Second, nil, false},
+		{"grows, by less than GrowingLogMin", []site{growing(GrowingLogMin - 1), steady}, 300 * time.Second, nil, false},
+		{"grows more", []site{growing(12), steady}, 310 * time.Second, []string{`evidence="+12 suspects over 4 cycles"`}, false},
 		{"leaves the top with no growing site beyond it", []site{steady}, 400 * time.Second,
-			[]string{`msg="gcprobe: site stopped growing"`, `site="main.leak /src/main.go:34"`, "no longer among the top sites"}},
-		{"gone for good", []site{steady}, 500 * time.Second, nil},
+			[]string{`msg="gcprobe: site stopped growing"`, `site="main.leak /src/main.go:34"`, "no longer among the top sites"}, false},
+		{"gone for good", []site{steady}, 500 * time.Second, nil, false},
 	}
 	for _, st := range steps {
-		g.check(l, snap(st.sites...), t0.Add(st.at))
+		sn := snap(st.sites...)
+		if st.early {
+			sn.MoreCyclesNeeded = 2
+		}
+		g.check(l, sn, t0.Add(st.at))
 		got := lines()
 		switch {
 		case st.want == nil && len(got) != 0:
@@ -125,7 +135,7 @@ func TestGrowingLogBounded(t *testing.T) {
 	ks := &sn.Kinds[finalizerwatch.KindFinalizer]
 	for i := range 3 * growingLinesPerCheck {
 		ks.Top = append(ks.Top, finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer,
-			Site: stackcapture.Frame{Function: "f", File: "/f.go", Line: i + 1}, Class: finalizerwatch.ClassGrowing, Growth: 1})
+			Site: stackcapture.Frame{Function: "f", File: "/f.go", Line: i + 1}, Class: finalizerwatch.ClassGrowing, Growth: GrowingLogMin})
 	}
 	ks.Growing = len(ks.Top)
 	t0 := time.Unix(0, 0)

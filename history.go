@@ -9,8 +9,8 @@ import (
 )
 
 // The live page's history lives in the probe, not in the browser, so that
-// a reload keeps it: a ring of the last PageHistoryCycles GC cycles, each
-// with the heap, the GC's CPU share, both queues and the suspects of that
+// a reload keeps it: a ring of the last PageHistoryCycles rows, each one
+// GC cycle or the cycles of PageHistoryStep, with the heap, the GC's CPU share, both queues and the suspects of that
 // cycle's top sites, and a ring of the last PageEvents detector events.
 // The per-cycle loop (cycles.go) records a cycle after each of its reads;
 // the page's JSON (page.go) copies the rings under the lock. Memory is
@@ -29,6 +29,12 @@ const (
 	// runtime's own per-cycle record (debug.ReadGCStats), still has one
 	// point per cycle.
 	PageHistoryCycles = 120
+	// PageHistoryStep is the least time a row of the history stands for:
+	// on a server that runs fifty GC cycles a second, a row is the last
+	// cycle of each 2 s, so that the page's charts cover four minutes,
+	// not two seconds; on one that runs a cycle a minute, a row is a
+	// cycle, and the charts cover two hours.
+	PageHistoryStep = 2 * time.Second
 	// PageEvents is how many detector events (firing and cleared) the
 	// probe keeps for the live page.
 	PageEvents = 64
@@ -38,6 +44,7 @@ const (
 type cycleRow struct {
 	cycle    uint64 // the runtime's GC count (memstats.Snapshot.Cycles)
 	time     time.Time
+	began    time.Time // the time of the row's first cycle
 	heapLive uint64
 	heapGoal uint64
 	gcCPU    float64
@@ -72,8 +79,10 @@ func newHistory() *history {
 }
 
 // record notes the cycle that ms describes, with the top sites of sn: a
-// new row if the runtime's GC count moved since the last row, else an
-// update of the last row (a later read of the same cycle knows more).
+// new row if the runtime's GC count moved since the last row and the last
+// row began at least PageHistoryStep ago, else an update of the last row
+// (a later read of the same cycle knows more; a later cycle of the same
+// step stands for it).
 func (h *history) record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
 	if ms.Samples == 0 || ms.Cycles == 0 {
 		return // the sampler has not read the runtime yet
@@ -82,14 +91,16 @@ func (h *history) record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
 	defer h.mu.Unlock()
 	var row *cycleRow
 	switch last := h.lastLocked(); {
-	case last != nil && last.cycle == ms.Cycles:
+	case last != nil && (last.cycle == ms.Cycles || ms.Time.Sub(last.began) < PageHistoryStep):
 		row = last
 	case len(h.rows) < cap(h.rows):
 		h.rows = append(h.rows, cycleRow{})
 		row = &h.rows[len(h.rows)-1]
+		row.began = ms.Time
 	default:
 		row = &h.rows[h.next]
 		h.next = (h.next + 1) % len(h.rows)
+		row.began = ms.Time
 	}
 	row.cycle, row.time = ms.Cycles, ms.Time
 	row.heapLive, row.heapGoal, row.gcCPU = ms.HeapLive, ms.HeapGoal, ms.GCCPUFraction

@@ -23,27 +23,34 @@ func cycleSnap(k int) *finalizerwatch.Snapshot {
 }
 
 // TestHistoryRingBounded: the history keeps the last PageHistoryCycles
-// cycles, oldest first, one row per cycle (a second read of a cycle
-// updates its row), and the last PageEvents events.
+// rows, oldest first, one row per cycle PageHistoryStep apart (a second
+// read of a cycle updates its row; the cycles of one step share a row,
+// the last one's), and the last PageEvents events.
 func TestHistoryRingBounded(t *testing.T) {
 	h := newHistory()
 	sn := cycleSnap(3)
-	ms := memstats.Snapshot{Samples: 1}
+	ms := memstats.Snapshot{Samples: 1, Time: time.Unix(1000, 0)}
 	h.record(sn, &ms) // cycle 0: the sampler has seen none yet
 	for c := uint64(1); c <= 3*PageHistoryCycles; c++ {
-		ms.Cycles, ms.HeapLive = c, c
+		ms.Time = ms.Time.Add(PageHistoryStep)
+		for _, fast := range []uint64{100, 10} { // two cycles a few ms before c, in its step
+			ms.Cycles, ms.HeapLive = c*1000-fast, 1
+			h.record(sn, &ms)
+			ms.Time = ms.Time.Add(time.Millisecond)
+		}
+		ms.Cycles, ms.HeapLive = c*1000, c*1000
 		h.record(sn, &ms)
-		ms.HeapLive = c * 10
+		ms.HeapLive = c * 10000
 		h.record(sn, &ms) // the same cycle again: the row is updated
 	}
 	var got []uint64
 	h.eachRow(func(r *cycleRow) {
 		got = append(got, r.cycle)
-		if r.heapLive != r.cycle*10 || len(r.sites) != 3 {
+		if r.heapLive != r.cycle*10 || len(r.sites) != 3 || r.cycle%1000 != 0 {
 			t.Fatalf("row %d: heap %d, %d sites", r.cycle, r.heapLive, len(r.sites))
 		}
 	})
-	if len(got) != PageHistoryCycles || got[0] != 2*PageHistoryCycles+1 || got[len(got)-1] != 3*PageHistoryCycles {
+	if len(got) != PageHistoryCycles || got[0] != 1000*(2*PageHistoryCycles+1) || got[len(got)-1] != 1000*3*PageHistoryCycles {
 		t.Fatalf("rows %d..%d (%d), want the last %d cycles", got[0], got[len(got)-1], len(got), PageHistoryCycles)
 	}
 	for i := range 3 * PageEvents {

@@ -28,6 +28,13 @@ const (
 	// DefaultTopK is how many sites (of either kind) get series and report
 	// entries of their own.
 	DefaultTopK = promexporter.DefaultTopK
+	// DefaultSuspectAge is the probe's suspect age (WithSuspectAge): on a
+	// long-running server, a registration is a leak suspect once it has
+	// survived three GC cycles and 30 s, and a site is growing once its
+	// suspects have kept rising for 30 s. A pool that warms up, files
+	// opened at start-up and kept, a cache filled once are never taken for
+	// a leak; one object leaked every two seconds is, in about a minute.
+	DefaultSuspectAge = 30 * time.Second
 	// DefaultMinReadMemStatsInterval is the least time between two
 	// runtime.ReadMemStats calls when WithReadMemStats is on.
 	DefaultMinReadMemStatsInterval = memstats.DefaultMinReadMemStatsInterval
@@ -49,6 +56,8 @@ type config struct {
 	listenAddr  string
 	listenWide  bool // listenAddr came from WithUnauthenticatedListenAddr
 	fullStacks  bool
+	suspectAge  time.Duration
+	ageSet      bool // WithSuspectAge was given
 	logger      *slog.Logger
 	loggerSet   bool // WithLogger was given: detector events go there
 	samplerOpts []memstats.Option
@@ -62,6 +71,7 @@ func defaultConfig() config {
 		registerer: prometheus.DefaultRegisterer,
 		watcher:    finalizerwatch.Default,
 		topK:       DefaultTopK,
+		suspectAge: DefaultSuspectAge,
 		logger:     slog.New(slog.DiscardHandler),
 	}
 }
@@ -223,6 +233,23 @@ func WithReadMemStats(on bool) Option {
 func WithFullStacks(on bool) Option {
 	return func(c *config) error {
 		c.fullStacks = on
+		return nil
+	}
+}
+
+// WithSuspectAge sets how long an outstanding registration must also have
+// been outstanding, besides its GC cycles, to be a leak suspect, and how
+// long a site's suspects must keep reaching new highs for it to be
+// classed growing (finalizerwatch.WithSuspectAge; default
+// DefaultSuspectAge, 0 for GC cycles alone). Without it the probe sets
+// DefaultSuspectAge on the watcher it reports, unless that watcher has an
+// age of its own; with it, d. Stop restores the watcher's age.
+func WithSuspectAge(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 || d > finalizerwatch.MaxSuspectAge {
+			return fmt.Errorf("probe: WithSuspectAge: must be in [0, %v], got %v", finalizerwatch.MaxSuspectAge, d)
+		}
+		c.suspectAge, c.ageSet = d, true
 		return nil
 	}
 }

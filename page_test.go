@@ -51,7 +51,7 @@ var noRedirect = &http.Client{
 func TestPageDataSchema(t *testing.T) {
 	line := testkit.MarkerLine(t, "growing_e2e_test.go", "grow-leak")
 	w := newWatcher(t)
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithListenAddr("127.0.0.1:0"),
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0), probe.WithListenAddr("127.0.0.1:0"),
 		probe.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestPageDataSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"schema": "number", "time": "string", "history_cycles": "number", "more_cycles_needed": "number", "ledger_cycles": "object",
+		"schema": "number", "time": "string", "history_cycles": "number", "more_cycles_needed": "number", "more_seconds_needed": "number", "ledger_cycles": "object",
 		"runtime_mode": "bool", "gc": "object", "queues": "object", "totals": "object", "history": "array",
 		"pauses": "array", "sites": "array", "running": "array", "firing": "array", "events": "array",
 		"overflow": "object", "gc_cause": "object", "allocating_sites": "object", "links": "object",

@@ -25,6 +25,10 @@ type PageData struct {
 	// MoreCyclesNeeded is how many more GC cycles the ledger must see
 	// before it can tell a leak from a cache; 0 once it can.
 	MoreCyclesNeeded int `json:"more_cycles_needed"`
+	// MoreSecondsNeeded is how much longer, in seconds, the probe must run
+	// before a registration can be old enough to be a suspect
+	// (WithSuspectAge); 0 once it has.
+	MoreSecondsNeeded float64 `json:"more_seconds_needed"`
 	// LedgerCycles are the GC cycles the ledger has counted, per kind
 	// ("finalizer", "cleanup"): a cycle counts once the goroutine that
 	// runs that kind of callback has caught up with it, so while a queue
@@ -312,6 +316,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	var r pageRead
 	p.readPage(&r, since)
 	d.MoreCyclesNeeded = r.sn.MoreCyclesNeeded
+	d.MoreSecondsNeeded = r.sn.MoreTimeNeeded.Round(time.Second).Seconds()
 	g := &r.ms
 	d.GC = PageGC{
 		Cycles: g.Cycles, Forced: g.ForcedCycles, ForcedPerMinute: g.ForcedPerMinute,

@@ -69,7 +69,7 @@ type Probe struct {
 	// what Addr reads.
 	registered bool
 	server     *http.Server
-	restore    func() // undoes WithFullStacks on the watcher
+	restore    func() // undoes WithFullStacks and the suspect age on the watcher
 	detach     func() // detaches the runtime build mode's hooks (dropped.go)
 	mu         sync.Mutex
 	addr       net.Addr
@@ -180,9 +180,22 @@ func (p *Probe) start() error {
 			return err
 		}
 	}
+	var undo []func()
 	if p.cfg.fullStacks && !p.watcher.FullStacks() {
 		p.watcher.SetFullStacks(true)
-		p.restore = func() { p.watcher.SetFullStacks(false) }
+		undo = append(undo, func() { p.watcher.SetFullStacks(false) })
+	}
+	if prev := p.watcher.SuspectAge(); p.cfg.ageSet || prev == 0 {
+		if p.watcher.SetSuspectAge(p.cfg.suspectAge) == nil && prev != p.cfg.suspectAge { // validated by WithSuspectAge
+			undo = append(undo, func() { p.watcher.SetSuspectAge(prev) })
+		}
+	}
+	if len(undo) > 0 {
+		p.restore = func() {
+			for _, f := range undo {
+				f()
+			}
+		}
 	}
 	// Rank the ledger when each GC cycle ends, so that scrapes and
 	// reports read the cycle's ranking rather than the first of them

@@ -198,7 +198,7 @@ func plant(w *finalizerwatch.Watcher) {
 
 func TestReportNamesPlantedLeak(t *testing.T) {
 	w := newWatcher(t)
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w))
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestLeakReportSpanNamesPlantedLeak(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
 	w := newWatcher(t)
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithTracerProvider(tp))
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0), probe.WithTracerProvider(tp))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,10 @@ type Report struct {
 	// can tell a leak from a cache (finalizerwatch.Snapshot.MoreCyclesNeeded);
 	// 0 once enough have.
 	MoreCycles int
+	// MoreTime is how much longer, at least, the probe must run before a
+	// registration can be old enough to be a leak suspect (WithSuspectAge;
+	// finalizerwatch.Snapshot.MoreTimeNeeded); 0 once it has.
+	MoreTime time.Duration
 	// Firing are the detectors firing now. A finalizer_blocked event names
 	// the callback that blocks (Event.Kind, Event.Site).
 	Firing []memstats.Event
@@ -70,6 +74,7 @@ func (p *Probe) Report() Report {
 		Cleanups:   sn.Kinds[finalizerwatch.KindCleanup].Totals,
 		Top:        sn.Top,
 		MoreCycles: sn.MoreCyclesNeeded,
+		MoreTime:   sn.MoreTimeNeeded,
 		Firing:     p.sampler.Active(nil),
 		Running:    sn.Running,
 		Overflow:   sn.Overflow,
@@ -144,8 +149,8 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 	}
 	r.writeRunning(&b)
 	r.writeGCCause(&b)
-	if r.MoreCycles > 0 {
-		fmt.Fprintf(&b, "too early to tell leaks from caches: %d more GC cycle(s) needed\n", r.MoreCycles)
+	if r.MoreCycles > 0 || r.MoreTime > 0 {
+		fmt.Fprintf(&b, "too early to tell leaks from caches: %s\n", tooEarly(r.MoreCycles, r.MoreTime))
 		// The count waits while a queue is backed up (issue 28): say so,
 		// or a user watching "GC cycles" climb takes it for a bug.
 		b.WriteString("  (a GC cycle counts once the finalizer and cleanup goroutines have caught up with it: while a queue is backed up, the count waits)\n")
@@ -238,4 +243,16 @@ func bytesString(n uint64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// tooEarly says what the ledger still needs before it can tell a leak
+// from a cache: cycles, time, or both.
+func tooEarly(cycles int, d time.Duration) string {
+	switch {
+	case d <= 0:
+		return fmt.Sprintf("%d more GC cycle(s) needed", cycles)
+	case cycles <= 0:
+		return fmt.Sprintf("about %v more needed", d.Round(time.Second))
+	}
+	return fmt.Sprintf("%d more GC cycle(s) and about %v needed", cycles, d.Round(time.Second))
 }

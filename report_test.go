@@ -21,7 +21,7 @@ import (
 // judge, how many cycles are missing, and each top site's class.
 func TestReportPrintsTableThroughFmt(t *testing.T) {
 	w := newWatcher(t)
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w))
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0))
 	if err != nil {
 		t.Fatal(err)
 	}

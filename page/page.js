@@ -268,8 +268,10 @@
     $("link-profile-text").href = d.links.profile_text;
     $("link-metrics").href = d.links.metrics;
     var n = $("notice");
-    n.hidden = !d.more_cycles_needed;
-    n.textContent = "Too early to tell leaks from caches: " + d.more_cycles_needed + " more GC cycle(s) needed. The ledger counts a cycle once the finalizer and cleanup goroutines have caught up with it (so far " +
+    n.hidden = !d.more_cycles_needed && !d.more_seconds_needed;
+    n.textContent = "Too early to tell leaks from caches: " +
+      (d.more_seconds_needed ? "about " + d.more_seconds_needed + " s" + (d.more_cycles_needed ? " and " : " more") : "") +
+      (d.more_cycles_needed ? d.more_cycles_needed + " more GC cycle(s)" : "") + " needed. The ledger counts a cycle once the finalizer and cleanup goroutines have caught up with it (so far " +
       d.ledger_cycles.finalizer + " finalizer and " + d.ledger_cycles.cleanup + " cleanup cycles of " + d.gc.cycles + "): while a queue is backed up, the count waits.";
     renderSites(d);
     renderSelection(d);
