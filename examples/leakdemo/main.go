@@ -51,13 +51,18 @@ func main() {
 	}
 }
 
+// demoSuspectAge is the demo's suspect age: its leaks are named within
+// half a minute. A server keeps probe.DefaultSuspectAge (30 s), which
+// no pool warming up or batch of start-up files outlasts.
+const demoSuspectAge = 10 * time.Second
+
 // run runs the demo until ctx ends, printing to out, its queue trouble at
 // pace's pace.
 func run(ctx context.Context, out io.Writer, addr string, every time.Duration, topK int, pace queuePacer) error {
 	if every <= 0 {
 		return errors.New("-every must be > 0")
 	}
-	p, err := probe.Start(probe.WithListenAddr(addr), probe.WithTopK(topK))
+	p, err := probe.Start(probe.WithListenAddr(addr), probe.WithTopK(topK), probe.WithSuspectAge(demoSuspectAge))
 	if err != nil {
 		return err
 	}
