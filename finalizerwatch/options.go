@@ -50,6 +50,8 @@ type config struct {
 	// suspectAge is the wall time a registration must also have been
 	// outstanding to be a suspect (epoch.go); 0 for none.
 	suspectAge time.Duration
+	// noWrappers turns off the detection of wrappers (callers.go).
+	noWrappers bool
 	// now is the watcher's clock, in monotonic nanoseconds: monoNow, or a
 	// test's.
 	now func() int64
@@ -153,6 +155,18 @@ func WithSuspectAge(d time.Duration) Option {
 			return fmt.Errorf("finalizerwatch: WithSuspectAge: must be in [0, %v], got %v", MaxSuspectAge, d)
 		}
 		c.suspectAge = d
+		return nil
+	}
+}
+
+// WithWrapperDetection turns on or off (default on) the watcher's
+// detection of helpers that forward registrations for more than one
+// caller line: a helper it finds joins the process's look-through set
+// (stackcapture.LookThrough), and registrations through it are counted at
+// their callers' lines from then on, by every watcher.
+func WithWrapperDetection(on bool) Option {
+	return func(c *config) error {
+		c.noWrappers = !on
 		return nil
 	}
 }

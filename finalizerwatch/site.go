@@ -99,7 +99,12 @@ type site struct {
 	// first line, because the rest is full: it is written at most once
 	// per ledger cycle, where registrations only read this line.
 	streak streak
-	_      [4]byte // the node's second line starts with reg
+	// wrapper is set once the entry's function was found forwarding
+	// registrations for more than one caller line (callers.go): its
+	// registrations then look further up the stack, as an indirect
+	// entry's do, and it keeps what it counted before.
+	wrapper atomic.Bool
+	// (the node's second line starts with reg)
 
 	// reg counts the registrations made in each cycle of the ring's
 	// window, ends those of them that ran or were cleared (mod 2^32;

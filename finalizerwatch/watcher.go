@@ -249,7 +249,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 		}
 		s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect = w, k, pc, true })
 	}
-	if s == nil || s.indirect {
+	if s == nil || s.indirect || s.wrapper.Load() {
 		return w.indirectSite(k)
 	}
 	return s
@@ -273,7 +273,13 @@ func (w *Watcher) indirectSite(k Kind) *site {
 	if s := w.sites.Get(h, key); s != nil {
 		return s
 	}
-	stk := w.stacks.Intern(pcs[i:n])
+	// The stack keeps the helpers looked through (callers.go) below the
+	// site, as a user reads it.
+	j := i
+	for j > 0 && stackcapture.LookedThrough(pcs[j-1]) {
+		j--
+	}
+	stk := w.stacks.Intern(pcs[j:n])
 	if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, pc, stk) }); s != nil {
 		return s
 	}
@@ -289,7 +295,11 @@ func (w *Watcher) initSite(s *site, k Kind, pc uintptr, stk *stackcapture.Stack)
 // account records a new registration at s and returns its cycle.
 func (w *Watcher) account(s *site) (cyc uint32) {
 	cyc = w.cycles[s.kind].Load()
-	s.account(cyc)
+	if cyc != s.ages.seen.Load() {
+		s.newCycle(cyc)
+		w.checkCaller(s)
+	}
+	s.addReg(cyc)
 	return cyc
 }
 

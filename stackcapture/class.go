@@ -3,6 +3,7 @@ package stackcapture
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gcprobe/probe/internal/bounded"
 )
@@ -73,14 +74,23 @@ func classOf(f Frame) frameClass {
 	}
 	rest, ok := strings.CutPrefix(pkg, modulePath)
 	if !ok || (rest != "" && rest[0] != '/') {
-		return classUser // github.com/gcprobe/probeX is not gcprobe
+		return userOrLookThrough(f) // github.com/gcprobe/probeX is not gcprobe
 	}
 	rest = strings.TrimPrefix(rest, "/")
 	if strings.HasSuffix(f.File, "_test.go") || rest == "examples" || strings.HasPrefix(rest, "examples/") ||
 		rest == "bench" || strings.HasPrefix(rest, "bench/") {
-		return classUser
+		return userOrLookThrough(f)
 	}
 	return classGcprobe
+}
+
+// userOrLookThrough classes a frame of the user's: skipped if its
+// function is in the look-through set (lookthrough.go).
+func userOrLookThrough(f Frame) frameClass {
+	if lookingThrough(f.Function) {
+		return classSkip
+	}
+	return classUser
 }
 
 // Origin says who made a registration whose return PC into the registering
@@ -104,7 +114,7 @@ const (
 // the bound, answers are computed anew each time.
 var (
 	originOnce sync.Once
-	originPCs  *bounded.Map[uintptr, Origin]
+	originPCs  *bounded.Map[uintptr, cachedOrigin]
 )
 
 const originCacheSize = 4096
@@ -114,14 +124,38 @@ const originCacheSize = 4096
 // build mode, whose hooks find a registration's site by walking up from
 // the runtime function that was called until a PC is not OriginSkip.
 func OriginOf(pc uintptr) Origin {
-	originOnce.Do(func() { originPCs = bounded.New[uintptr, Origin](originCacheSize) })
+	originOnce.Do(func() { originPCs = bounded.New[uintptr, cachedOrigin](originCacheSize) })
 	h := HashPC(pc)
-	if v := originPCs.Get(h, pc); v != nil {
-		return *v
+	gen := lookGen.Load()
+	v := originPCs.Get(h, pc)
+	if v != nil {
+		if o, ok := v.load(gen); ok {
+			return o
+		}
 	}
 	o := originOfFrames(PCFrames(pc)) // expanded: os.Open inlined into main.main is main.main's
-	originPCs.LoadOrInit(h, pc, func(v *Origin) { *v = o })
+	if v == nil {
+		v = originPCs.LoadOrInit(h, pc, func(v *cachedOrigin) { v.store(o, gen) })
+	}
+	if v != nil {
+		v.store(o, gen) // a stale answer, or a racing first one: this one is current
+	}
 	return o
+}
+
+// cachedOrigin is OriginOf's answer for a PC, with the generation of
+// the look-through set it was made under: a change of the set makes it
+// stale.
+type cachedOrigin struct{ v atomic.Uint64 }
+
+func (c *cachedOrigin) store(o Origin, gen uint32) { c.v.Store(uint64(gen)<<8 | uint64(o) | 1<<7) }
+
+func (c *cachedOrigin) load(gen uint32) (Origin, bool) {
+	v := c.v.Load()
+	if v&(1<<7) == 0 || uint32(v>>8) != gen {
+		return 0, false
+	}
+	return Origin(v & 0x7f), true
 }
 
 func originOfFrames(frames []Frame) Origin {
