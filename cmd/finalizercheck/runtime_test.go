@@ -178,12 +178,12 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 2\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
+		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 3\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
 		if err := os.WriteFile(hooks, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out := goRun(t, dir, nil, goArgs([]string{"run"}, other, "./rtmode")...)
-		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 2") || !strings.Contains(out, "runtime mode: false") {
+		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 3") || !strings.Contains(out, "runtime mode: false") {
 			t.Fatalf("a runtime of another hook version was not refused, or the mode was claimed:\n%s", out)
 		}
 	})
