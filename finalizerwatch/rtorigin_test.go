@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -266,4 +267,31 @@ func frameAt(pc uintptr) stackcapture.Frame {
 		return stackcapture.Frame{}
 	}
 	return *stackcapture.SiteFrameOfPC(pc)
+}
+
+// TestGoOriginAllocs pins the go statement's hook to no allocation once a
+// go statement's PC is classified: the program's (a table load) and the
+// standard library's (a walk of the creating goroutine's stack, whose
+// frames are classified once). It runs in any build: the hook is plain
+// code, which only the runtime build mode calls.
+func TestGoOriginAllocs(t *testing.T) {
+	user := stackcapture.CallerPC(0)
+	std := reflect.ValueOf(strings.ToUpper).Pointer() + 1
+	for _, tt := range []struct {
+		name string
+		pc   uintptr
+	}{
+		{"program", user},
+		{"standard library", std},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := rtGoOrigin(tt.pc, 0)
+			if o == 0 {
+				t.Fatalf("no origin for a go statement at %s", frameAt(tt.pc))
+			}
+			if got := testing.AllocsPerRun(allocPinRuns, func() { o = rtGoOrigin(tt.pc, 0) }); got != 0 {
+				t.Errorf("the hook allocates %v times a go statement, want 0", got)
+			}
+		})
+	}
 }

@@ -1,8 +1,10 @@
 package finalizerwatch
 
 import (
+	"context"
 	"os"
 	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -86,4 +88,34 @@ func BenchmarkRuntimeModeOpenCloseDeep(b *testing.B) {
 			f.Close()
 		}
 	})
+}
+
+// BenchmarkRuntimeModeGoUser is a go statement of the program's, whose
+// goroutine returns at once: in the runtime mode, the go statement's hook
+// finds the statement's class in its table and returns it as the origin.
+func BenchmarkRuntimeModeGoUser(b *testing.B) {
+	attachForBench(b)
+	var wg sync.WaitGroup
+	for b.Loop() {
+		wg.Add(1)
+		go wg.Done()
+	}
+	wg.Wait()
+}
+
+// BenchmarkRuntimeModeGoStd is a go statement of the standard library's,
+// made on a goroutine of the program's: context.AfterFunc on a context
+// already done starts its function's goroutine at once. In the runtime
+// mode the hook walks the stack above the go statement for the program's
+// frame.
+func BenchmarkRuntimeModeGoStd(b *testing.B) {
+	attachForBench(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var wg sync.WaitGroup
+	for b.Loop() {
+		wg.Add(1)
+		context.AfterFunc(ctx, wg.Done)
+	}
+	wg.Wait()
 }
