@@ -3,9 +3,13 @@ package finalizerwatch
 import (
 	"context"
 	"os"
+	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gcprobe/probe/stackcapture"
 )
 
 // The runtime build mode's cost, measured by running these benchmarks
@@ -118,4 +122,24 @@ func BenchmarkRuntimeModeGoStd(b *testing.B) {
 		context.AfterFunc(ctx, wg.Done)
 	}
 	wg.Wait()
+}
+
+// BenchmarkGoOriginHook is the go statement's hook alone, as the runtime
+// mode calls it from newproc, for a go statement of the program's (a
+// table load) and of the standard library's (a walk of this stack).
+func BenchmarkGoOriginHook(b *testing.B) {
+	for _, bb := range []struct {
+		name string
+		pc   uintptr
+	}{
+		{"program", stackcapture.CallerPC(0)},
+		{"std", reflect.ValueOf(strings.ToUpper).Pointer() + 1},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rtGoOrigin(bb.pc, 0)
+			}
+		})
+	}
 }
