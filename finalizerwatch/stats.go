@@ -127,8 +127,10 @@ type SiteStats struct {
 	// ClearedOutside, Dropped, Outstanding.
 	Counts
 	// Resource is, in the runtime build mode, what the standard library
-	// registered at this site ("os.File", "net.Conn", "net.Listener"; see
-	// Resource; where a line registered several, the one it dropped the
+	// registered at this site ("os.File", "net.Conn", "net.Listener",
+	// "net.Conn (HTTP client)": dialed for net/http's Transport, "net.Conn
+	// (accepted)"; see Resource; where a line registered several, the one
+	// it dropped the
 	// most, else holds the most outstanding), empty for a registration
 	// made by the site itself.
 	Resource string
