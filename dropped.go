@@ -150,6 +150,11 @@ var droppedNouns = map[string]droppedNoun{
 	"net.Conn": {"network connection", "network connections",
 		"close it where it is dialed or accepted, on every path (an HTTP response's Body too)",
 		"close them where they are dialed or accepted, on every path (an HTTP response's Body too)"},
+	"net.Conn (HTTP client)": {"HTTP client connection", "HTTP client connections",
+		"close the response's Body on every path (defer resp.Body.Close())",
+		"close the responses' Bodies on every path (defer resp.Body.Close())"},
+	"net.Conn (accepted)": {"accepted connection", "accepted connections",
+		"close it where it is accepted, on every path", "close them where they are accepted, on every path"},
 	"net.Listener": {"listener", "listeners",
 		"close it where it is created", "close them where they are created"},
 	"net.PacketConn": {"packet connection", "packet connections",
@@ -188,4 +193,14 @@ func droppedWords(s *finalizerwatch.SiteStats) string {
 		return fmt.Sprintf("%d %s neither waited for nor released, %s until the GC found it: %s", s.Dropped, noun, held, fix)
 	}
 	return fmt.Sprintf("%d %s dropped without Close, %s open until the GC found it: %s", s.Dropped, noun, held, fix)
+}
+
+// siteWords is the page's sentence for a site: droppedWords at a dropped
+// site, else what a growing site leaks where its resource tells it
+// (SiteStats.Leak), else "".
+func siteWords(s *finalizerwatch.SiteStats) string {
+	if w := droppedWords(s); w != "" {
+		return w
+	}
+	return s.Leak
 }

@@ -111,6 +111,7 @@ func TestDroppedWords(t *testing.T) {
 		{"one file", "os.File", 1, "1 file dropped without Close, held open until the GC found it: close it where it is opened, on every path (defer f.Close())"},
 		{"files", "os.File", 287000, "287000 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())"},
 		{"connections", "net.Conn", 4, "4 network connections dropped without Close, each held open until the GC found it: close them where they are dialed or accepted, on every path (an HTTP response's Body too)"},
+		{"HTTP client connections", "net.Conn (HTTP client)", 3, "3 HTTP client connections dropped without Close, each held open until the GC found it: close the responses' Bodies on every path (defer resp.Body.Close())"},
 		{"a listener", "net.Listener", 1, "1 listener dropped without Close, held open until the GC found it: close it where it is created"},
 		{"packet connections", "net.PacketConn", 2, "2 packet connections dropped without Close, each held open until the GC found it: close them where they are created"},
 		{"roots", "os.Root", 3, "3 os.Roots dropped without Close, each held open until the GC found it: close them where they are opened, on every path"},
@@ -129,7 +130,7 @@ func TestDroppedWords(t *testing.T) {
 
 // Every resource finalizerwatch counts as dropped has words of its own.
 func TestDroppedNounsKnowEveryResource(t *testing.T) {
-	for _, name := range []string{"os.File", "net.Conn", "net.Listener", "net.PacketConn", "os.Root", "os.Process"} {
+	for _, name := range []string{"os.File", "net.Conn", "net.Conn (HTTP client)", "net.Conn (accepted)", "net.Listener", "net.PacketConn", "os.Root", "os.Process"} {
 		if _, ok := droppedNouns[name]; !ok {
 			t.Errorf("no words for %s", name)
 		}
@@ -166,5 +167,19 @@ func TestPageSiteDropped(t *testing.T) {
 		if !bytes.Contains(b, []byte(w)) {
 			t.Errorf("JSON %s lacks %s", b, w)
 		}
+	}
+}
+
+// TestSiteWordsSaysWhatAGrowingSiteLeaks: the page's sentence of a site
+// that dropped nothing is what it leaks where its resource tells it.
+func TestSiteWordsSaysWhatAGrowingSiteLeaks(t *testing.T) {
+	s := finalizerwatch.SiteStats{Resource: "net.Conn (HTTP client)", Class: finalizerwatch.ClassGrowing,
+		Leak: "HTTP response body not closed (each open body holds its connection)"}
+	if got := siteWords(&s); got != s.Leak {
+		t.Errorf("siteWords = %q, want %q", got, s.Leak)
+	}
+	s.Counts = finalizerwatch.Counts{Executed: 2, Dropped: 2}
+	if got, want := siteWords(&s), droppedWords(&s); got != want {
+		t.Errorf("siteWords of a dropped site = %q, want the dropped sentence %q", got, want)
 	}
 }

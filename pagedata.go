@@ -153,7 +153,9 @@ type PageSite struct {
 	// Words is, at a dropped site, the sentence that says what was
 	// dropped and what to do at the line ("12 files dropped without
 	// Close, each held open until the GC found it: close them where they
-	// are opened, ..."), as the Report says it; empty elsewhere.
+	// are opened, ..."), as the Report says it; at a growing site whose
+	// resource says what leaks, that (SiteStats.Leak: "HTTP response
+	// body not closed ..."); empty elsewhere.
 	Words       string `json:"words,omitempty"`
 	Growth      uint64 `json:"growth"`
 	Registered  uint64 `json:"registered"`
@@ -369,7 +371,7 @@ func pageSite(s *finalizerwatch.SiteStats, rows int) PageSite {
 	return PageSite{
 		Kind: s.Kind.String(), Site: s.Site.Label(),
 		Function: cut(s.Site.Function), File: cut(s.Site.File), Line: s.Site.Line,
-		Resource: cut(s.Resource), Class: s.Class.String(), Verdict: siteVerdict(s), Words: droppedWords(s),
+		Resource: cut(s.Resource), Class: s.Class.String(), Verdict: siteVerdict(s), Words: siteWords(s),
 		Growth:     s.Growth,
 		Registered: s.Registered, Executed: s.Executed, Outstanding: s.Outstanding, Suspect: s.Suspect,
 		Dropped:  s.Dropped,

@@ -186,6 +186,12 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 			if s.Dropped > 0 {
 				fmt.Fprintf(&b, "leak at %s: %s\n", s.Site.Label(), droppedWords(&s))
 			}
+			// A growing site whose resource says what grows (the
+			// runtime build mode's HTTP client connections: a response
+			// body not closed).
+			if s.Leak != "" {
+				fmt.Fprintf(&b, "leak at %s: %s\n", s.Site.Label(), s.Leak)
+			}
 		}
 	}
 	if all, top := r.Finalizers.Dropped+r.Cleanups.Dropped, topDropped(r.Top); all > top {

@@ -199,3 +199,23 @@ func TestReportTables(t *testing.T) {
 		}
 	}
 }
+
+// TestReportNamesWhatAGrowingSiteLeaks: a growing site whose resource says
+// what grows (SiteStats.Leak: the runtime build mode's HTTP client
+// connections) gets the sentence under the table, at its whole label.
+func TestReportNamesWhatAGrowingSiteLeaks(t *testing.T) {
+	get := finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer,
+		Site:     stackcapture.Frame{Function: "example.com/app.poll", File: "/src/app/poll.go", Line: 31},
+		Counts:   finalizerwatch.Counts{Registered: 90, Outstanding: 90},
+		Resource: "net.Conn (HTTP client)", Class: finalizerwatch.ClassGrowing, Growth: 60,
+		Leak: "HTTP response body not closed (each open body holds its connection)"}
+	got := probe.Report{Top: []finalizerwatch.SiteStats{get}}.String()
+	for _, want := range []string{
+		"example.com/app.poll poll.go:31 (net.Conn (HTTP client))",
+		"\nleak at example.com/app.poll /src/app/poll.go:31: HTTP response body not closed (each open body holds its connection)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the report lacks\n%s\nin\n%s", want, got)
+		}
+	}
+}

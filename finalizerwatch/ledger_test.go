@@ -150,14 +150,15 @@ func (w *Watcher) top(n int) []SiteStats {
 
 // compareRank is top's order: negative when a ranks before b (is more
 // likely to leak). Growing sites first, then stable, then churn; among
-// growing sites, by Growth; then by suspects, outstanding and
+// growing sites, by Growth (within a class, a site of accepted
+// connections after the others); then by suspects, outstanding and
 // registrations, all descending; then kind, function, file and line,
 // ascending, so that the order is total and the same on every call. It
 // allocates nothing, for callers that select a top K themselves without
 // sorting everything.
 func compareRank(a, b *SiteStats) int {
-	ka := rankKey{a.Class, a.Growth, a.Suspect, a.Outstanding, a.Registered, a.Kind, &a.Site}
-	kb := rankKey{b.Class, b.Growth, b.Suspect, b.Outstanding, b.Registered, b.Kind, &b.Site}
+	ka := rankKey{a.Class, a.Accepted, a.Growth, a.Suspect, a.Outstanding, a.Registered, a.Kind, &a.Site}
+	kb := rankKey{b.Class, b.Accepted, b.Growth, b.Suspect, b.Outstanding, b.Registered, b.Kind, &b.Site}
 	return compareKeys(&ka, &kb)
 }
 

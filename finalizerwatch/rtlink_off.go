@@ -13,3 +13,7 @@ func rtLinked() bool { return false }
 func rtVersion() uintptr { return 0 }
 
 func rtStore(unsafe.Pointer) {}
+
+func rtGoroutineOrigin() uintptr { return 0 }
+
+func rtInRuntime(uintptr) bool { return false }

@@ -36,3 +36,15 @@ func rtLinked() bool { return true }
 func rtVersion() uintptr { return rtPatchedRuntime() }
 
 func rtStore(p unsafe.Pointer) { atomic.StorePointer(&rtHookVar, p) }
+
+// rtGoroutineOrigin is the calling goroutine's origin (rtorigin.go), as
+// its go statement recorded it, or 0.
+//
+//go:linkname rtGoroutineOrigin runtime.gcprobeGoroutineOrigin
+func rtGoroutineOrigin() uintptr
+
+// rtInRuntime reports whether the function at return PC pc is package
+// runtime's; it does not allocate.
+//
+//go:linkname rtInRuntime runtime.gcprobeInRuntime
+func rtInRuntime(pc uintptr) bool

@@ -60,9 +60,10 @@ type rtHookTable struct {
 	cleanupStop    func(tok uint64)
 	cleanupStart   func(tok uint64) uint64
 	cleanupDone    func(tok, state uint64)
+	goOrigin       func(pc, parent uintptr) uintptr
 }
 
-const rtHookVersion = 2
+const rtHookVersion = 3
 
 const (
 	tokCycleBits = 25
@@ -79,6 +80,7 @@ var rtTable = rtHookTable{
 	cleanupStop:    rtCleanupStop,
 	cleanupStart:   rtCleanupStart,
 	cleanupDone:    rtCleanupDone,
+	goOrigin:       rtGoOrigin,
 }
 
 // rtDetached is the table the runtime reads once the last attachment is
@@ -87,7 +89,10 @@ var rtTable = rtHookTable{
 // that the ledger stays exact across any sequence of attach and detach (a
 // probe's Start, Stop and Start). Were the hooks set to nil instead, a
 // registration counted while attached and run, cleared or stopped while
-// detached would stay outstanding in the ledger forever.
+// detached would stay outstanding in the ledger forever. Go statements
+// still record their goroutines' origins (rtorigin.go), so that a
+// goroutine started while detached (a server's accept loop) is counted
+// at its line once attached again.
 var rtDetached = rtHookTable{
 	version:        rtHookVersion,
 	finalizerSet:   func(unsafe.Pointer, uintptr) uint64 { return 0 },
@@ -98,6 +103,7 @@ var rtDetached = rtHookTable{
 	cleanupStop:    rtCleanupStop,
 	cleanupStart:   rtCleanupStart,
 	cleanupDone:    rtCleanupDone,
+	goOrigin:       rtGoOrigin,
 }
 
 var (
@@ -359,9 +365,10 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 // rtIndirectSite finds the site of a registration the runtime was asked
 // for from the standard library, reflection or a wrapper: the first frame
 // above outside them (a user's os.Open line), or, on a goroutine that the
-// standard library started (net/http's dialer), that goroutine's first
-// function. Its entry is keyed by that frame's PC and the object's type,
-// so that a line that opens files and starts processes keeps them apart.
+// standard library started (net/http's dialer), the line that caused that
+// goroutine, its origin (rtorigin.go). Its entry is keyed by that frame's
+// PC and the object's type, so that a line that opens files and starts
+// processes keeps them apart.
 //
 // It walks rtShortWalk frames first: a line that registered before is
 // found there without walking the rest of a deep stack (a reconcile's,
@@ -390,10 +397,48 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer, variant
 	if own || len(stack) == 0 {
 		return nil
 	}
-	if at < 0 {
-		at = max(0, len(stack)-2) // the goroutine's first function, above runtime.goexit
+	if at >= 0 {
+		return w.rtNewIndirect(k, stack[at], typ, variant, stack, false)
 	}
-	h, key := rtSiteKey(k, stack[at], typ, variant)
+	// No frame of the program's on this goroutine: its origin's line.
+	opc, tag := goroutineOrigin()
+	if tag == originTagHTTPClient && variant == resVariantNone {
+		variant = resVariantHTTPClient
+	}
+	switch {
+	case opc == 0:
+		// None known (a goroutine started before the hooks were on, by
+		// the runtime, or from a timer): the goroutine's first function,
+		// above runtime.goexit, keys the entry, which is named by its
+		// resource and purpose, never by that (standard library) frame.
+		return w.rtNewIndirect(k, stack[max(0, len(stack)-2)], typ, variant, stack, true)
+	case stackcapture.OriginOf(opc) == stackcapture.OriginGcprobe:
+		return nil // a goroutine gcprobe's own code caused
+	}
+	if s := w.sites.Get(rtSiteKey(k, opc, typ, variant)); s != nil {
+		return s
+	}
+	// The stack kept ends at the origin, in the place of runtime.goexit
+	// (or of the last frame of a stack cut at MaxDepth): a profile shows
+	// the user's line as what the goroutine came from.
+	var withOrigin [stackcapture.MaxDepth]uintptr
+	m := copy(withOrigin[:], stack)
+	switch {
+	case m > 0 && inRuntimePackage(withOrigin[m-1]), m == len(withOrigin):
+		withOrigin[m-1] = opc
+	default:
+		withOrigin[m] = opc
+		m++
+	}
+	return w.rtNewIndirect(k, opc, typ, variant, withOrigin[:m], false)
+}
+
+// rtNewIndirect returns the indirect entry of kind k keyed by the frame
+// at, type typ and variant, adding it with stack, unless the site table is
+// full. An unattributed entry (no frame of the program's caused the
+// registration) is named by its resource and purpose (unattributedFrame).
+func (w *Watcher) rtNewIndirect(k Kind, at uintptr, typ unsafe.Pointer, variant uint8, stack []uintptr, unattributed bool) *site {
+	h, key := rtSiteKey(k, at, typ, variant)
 	if s := w.sites.Get(h, key); s != nil {
 		return s
 	}
@@ -401,11 +446,33 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer, variant
 		return &w.overflow[k]
 	}
 	res := resourceIndex(typ, variant)
+	var frame *stackcapture.Frame
+	if unattributed {
+		frame = unattributedFrame(res)
+	}
 	stk := w.stacks.Intern(stack)
-	if s := w.sites.LoadOrInit(h, key, func(s *site) { w.initSite(s, k, stack[at], stk); s.res = res }); s != nil {
+	if s := w.sites.LoadOrInit(h, key, func(s *site) {
+		w.initSite(s, k, at, stk)
+		s.res = res
+		if frame != nil {
+			s.frame.Store(frame)
+		}
+	}); s != nil {
 		return s
 	}
 	return &w.overflow[k]
+}
+
+// unattributedFrame is the site of registrations on a goroutine that
+// the standard library or the runtime started, of which no origin is
+// known: the resource registered and its purpose, never a frame of the
+// toolchain's source, which no user can change.
+func unattributedFrame(res uint8) *stackcapture.Frame {
+	name := resourceOf(res).Name
+	if name == "" {
+		name = "object"
+	}
+	return &stackcapture.Frame{Function: name, File: "(on a goroutine the standard library started; no line of the program's caused it)"}
 }
 
 // rtShortWalk is how many frames rtIndirectSite walks first: the hooks'
@@ -528,6 +595,18 @@ type Resource struct {
 	// without closing: a descriptor or handle held until the collector
 	// found it.
 	DroppedWithoutClose bool
+	// Leak, if set, says what a growing site of this resource leaks,
+	// where its purpose tells it: a connection of net/http's Transport
+	// is held beyond the idle pool only while a response body is open,
+	// so that a site whose connections grow did not close its bodies
+	// (SiteStats.Leak).
+	Leak string
+	// Accepted reports a connection the program accepted: its peer
+	// decides how long it is open (a client's keep-alive, or a client's
+	// unclosed response body), so that a site of them ranks after the
+	// other sites of its class (the growing, the stable), where the
+	// peer's own line, in this program, would be.
+	Accepted bool
 }
 
 // knownResources names the standard library's registrations by the
@@ -553,12 +632,19 @@ var knownResources = map[string]Resource{
 // type alone does not tell. net's sockets are one type (netFD), whether a
 // connection or a listener: net.Listen's is registered in
 // (*netFD).listenStream, net.ListenPacket's in listenDatagram (into
-// which go1.26 inlines setAddr, the registering function), every
-// connection's elsewhere.
+// which go1.26 inlines setAddr, the registering function), an accepted
+// connection's in (*netFD).accept, a dialed one's in (*netFD).dial. A
+// dialed connection's purpose is told by the goroutine that dialed it:
+// one started by net/http's Transport (its origin's tag) is an HTTP
+// client's. (The variant is kept in 3 bits of the entry's key:
+// rtSiteKey.)
 const (
-	resVariantNone     uint8 = iota
-	resVariantListener       // a stream listener (net.Listener)
-	resVariantPacket         // a bound packet socket (net.PacketConn)
+	resVariantNone       uint8 = iota
+	resVariantListener         // a stream listener (net.Listener)
+	resVariantPacket           // a bound packet socket (net.PacketConn)
+	resVariantAccepted         // a connection a listener accepted
+	resVariantHTTPClient       // a connection dialed for net/http's Transport (rtorigin.go's tag)
+	resVariants                // how many there are (at most 8)
 )
 
 // resVariantAt returns the variant of the registrations at return PC pc
@@ -572,16 +658,21 @@ func resVariantAt(pc uintptr) uint8 {
 			return resVariantListener
 		case "net.(*netFD).listenDatagram":
 			return resVariantPacket
+		case "net.(*netFD).accept":
+			return resVariantAccepted
 		}
 	}
 	return resVariantNone
 }
 
 // variantResources name the variants of known types.
-var variantResources = map[string][3]Resource{
+var variantResources = map[string][resVariants]Resource{
 	"net.netFD": {
 		resVariantListener: {Name: "net.Listener", DroppedWithoutClose: true},
 		resVariantPacket:   {Name: "net.PacketConn", DroppedWithoutClose: true},
+		resVariantAccepted: {Name: "net.Conn (accepted)", DroppedWithoutClose: true, Accepted: true},
+		resVariantHTTPClient: {Name: "net.Conn (HTTP client)", DroppedWithoutClose: true,
+			Leak: "HTTP response body not closed (each open body holds its connection)"},
 	},
 }
 

@@ -1,9 +1,15 @@
 package finalizerwatch
 
 import (
+	"context"
 	"os"
+	"reflect"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/gcprobe/probe/stackcapture"
 )
 
 // The runtime build mode's cost, measured by running these benchmarks
@@ -86,4 +92,54 @@ func BenchmarkRuntimeModeOpenCloseDeep(b *testing.B) {
 			f.Close()
 		}
 	})
+}
+
+// BenchmarkRuntimeModeGoUser is a go statement of the program's, whose
+// goroutine returns at once: in the runtime mode, the go statement's hook
+// finds the statement's class in its table and returns it as the origin.
+func BenchmarkRuntimeModeGoUser(b *testing.B) {
+	attachForBench(b)
+	var wg sync.WaitGroup
+	for b.Loop() {
+		wg.Add(1)
+		go wg.Done()
+	}
+	wg.Wait()
+}
+
+// BenchmarkRuntimeModeGoStd is a go statement of the standard library's,
+// made on a goroutine of the program's: context.AfterFunc on a context
+// already done starts its function's goroutine at once. In the runtime
+// mode the hook walks the stack above the go statement for the program's
+// frame.
+func BenchmarkRuntimeModeGoStd(b *testing.B) {
+	attachForBench(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var wg sync.WaitGroup
+	for b.Loop() {
+		wg.Add(1)
+		context.AfterFunc(ctx, wg.Done)
+	}
+	wg.Wait()
+}
+
+// BenchmarkGoOriginHook is the go statement's hook alone, as the runtime
+// mode calls it from newproc, for a go statement of the program's (a
+// table load) and of the standard library's (a walk of this stack).
+func BenchmarkGoOriginHook(b *testing.B) {
+	for _, bb := range []struct {
+		name string
+		pc   uintptr
+	}{
+		{"program", stackcapture.CallerPC(0)},
+		{"std", reflect.ValueOf(strings.ToUpper).Pointer() + 1},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rtGoOrigin(bb.pc, 0)
+			}
+		})
+	}
 }

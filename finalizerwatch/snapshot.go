@@ -168,9 +168,10 @@ type group struct {
 	// Pass-1 scratch of the latest ranking (see rankLocked).
 	top                                      bool
 	class                                    Class
+	accepted                                 bool // every entry's resource is Accepted
 	pass                                     uint32
 	growth, suspect, outstanding, registered uint64
-	// 59 bytes of fields, in this order 64 with padding (TestGroupSize).
+	// 60 bytes of fields, in this order 64 with padding (TestGroupSize).
 }
 
 // groupChunkLen is how many groups a chunk of a groupStore holds.
@@ -201,7 +202,7 @@ func (st *groupStore) add(g group) int32 {
 }
 
 func (g *group) key() rankKey {
-	return rankKey{g.class, g.growth, g.suspect, g.outstanding, g.registered, g.kind, g.frame}
+	return rankKey{g.class, g.accepted, g.growth, g.suspect, g.outstanding, g.registered, g.kind, g.frame}
 }
 
 // ranking is a Watcher's per-cycle ranking, guarded by mu.
@@ -444,8 +445,10 @@ func (w *Watcher) rankLocked(k int) {
 		if g.pass != r.pass {
 			g.pass, g.top = r.pass, false
 			g.class, g.growth, g.suspect, g.outstanding, g.registered = ClassChurn, 0, 0, 0, 0
+			g.accepted = true
 			r.seen[g.kind] = append(r.seen[g.kind], gi)
 		}
+		g.accepted = g.accepted && s.res != 0 && resourceOf(s.res).Accepted
 		c := s.counts()
 		var survived [AgeBuckets]uint64
 		sus, class, growth := s.read(r.cycles[s.kind], w.cfg.suspectCycles, &survived)
@@ -733,8 +736,12 @@ func (w *Watcher) readGroup(g *group, ts *topSums, s *SiteStats, withStack bool)
 		Suspect:  min(g.suspect, c.Outstanding),
 		Class:    g.class,
 		Growth:   g.growth,
+		Accepted: g.accepted,
 		Duration: Histogram{Bounds: durationBoundsSeconds, Counts: counts, Count: c.durCount,
 			Sum: float64(c.durSumNs) / 1e9},
+	}
+	if g.class == ClassGrowing {
+		s.Leak = resourceOf(res).Leak
 	}
 	if withStack {
 		if g.head.stack != nil {

@@ -127,8 +127,10 @@ type SiteStats struct {
 	// ClearedOutside, Dropped, Outstanding.
 	Counts
 	// Resource is, in the runtime build mode, what the standard library
-	// registered at this site ("os.File", "net.Conn", "net.Listener"; see
-	// Resource; where a line registered several, the one it dropped the
+	// registered at this site ("os.File", "net.Conn", "net.Listener",
+	// "net.Conn (HTTP client)": dialed for net/http's Transport, "net.Conn
+	// (accepted)"; see Resource; where a line registered several, the one
+	// it dropped the
 	// most, else holds the most outstanding), empty for a registration
 	// made by the site itself.
 	Resource string
@@ -151,6 +153,16 @@ type SiteStats struct {
 	// GrowthRun observations in a row), over its last GrowthWindow
 	// observations: what the ranking orders growing sites by.
 	Growth uint64
+	// Leak, in the runtime build mode, says what a growing site leaks
+	// where its Resource tells it (Resource.Leak: "HTTP response body
+	// not closed" at a line whose HTTP client connections grow); empty
+	// for a site that is not growing.
+	Leak string
+	// Accepted reports that the site registered only connections the
+	// program accepted (Resource.Accepted): their peers decide how long
+	// they stay open, so that the site ranks after the other sites of its
+	// class.
+	Accepted bool
 }
 
 // Overflow says how much the watcher's bounded tables refused.
@@ -186,11 +198,16 @@ func (a *SiteStats) merge(b *SiteStats) {
 }
 
 // rankKey is what the ranking orders by: growing sites first, then
-// stable, then churn; among growing sites, by growth; then by suspects,
+// stable, then churn; within a class, a site of accepted connections only
+// after the others (the server side of a leak whose cause is the
+// client's: an HTTP response body not closed keeps the client's
+// connection and the server's both open, and the client's line is the
+// one to fix); among growing sites, by growth; then by suspects,
 // outstanding and registrations, all descending; then kind, function,
 // file and line, ascending, so that the order is total.
 type rankKey struct {
 	class                                    Class
+	accepted                                 bool
 	growth, suspect, outstanding, registered uint64
 	kind                                     Kind
 	site                                     *stackcapture.Frame
@@ -199,6 +216,12 @@ type rankKey struct {
 func compareKeys(a, b *rankKey) int {
 	if c := cmp.Compare(b.class, a.class); c != 0 {
 		return c
+	}
+	if a.accepted != b.accepted {
+		if a.accepted {
+			return 1
+		}
+		return -1
 	}
 	if a.class == ClassGrowing {
 		if c := cmp.Compare(b.growth, a.growth); c != 0 {

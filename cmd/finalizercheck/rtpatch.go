@@ -8,7 +8,8 @@ package main
 // advice is kept to a call of a hook in gcprobe_hooks.go (rtpatch/) and
 // the token's plumbing; everything with logic is finalizerwatch's.
 //
-// Verified against go1.26's runtime (mfinal.go, mheap.go, mcleanup.go).
+// Verified against go1.26's runtime (mfinal.go, mheap.go, mcleanup.go,
+// proc.go, runtime2.go).
 
 // joinPoint is one change to a file of package runtime.
 type joinPoint struct {
@@ -212,6 +213,55 @@ var joinPoints = []joinPoint{
 	mheap_.specialCleanupAlloc.free(unsafe.Pointer(found))
 	unlock(&mheap_.speciallock)
 	gcprobeCleanupStopped(gcprobeTok)
+`,
+	},
+	{
+		file: "runtime2.go",
+		what: "the end of the goroutine record (type g)",
+		find: `	// valgrindStackID is used to track what memory is used for stacks when a program is
+	// built with the "valgrind" build tag, otherwise it is unused.
+	valgrindStackID uintptr
+}
+`,
+		advice: `	// valgrindStackID is used to track what memory is used for stacks when a program is
+	// built with the "valgrind" build tag, otherwise it is unused.
+	valgrindStackID uintptr
+
+	// gcprobeOrigin is, in gcprobe's runtime build mode, the return PC
+	// of the frame that caused this goroutine (gcprobeGoOrigin), or 0.
+	gcprobeOrigin uintptr
+}
+`,
+	},
+	{
+		file: "proc.go",
+		what: "newproc (the go statement, before its switch to the system stack)",
+		find: `	gp := getg()
+	pc := sys.GetCallerPC()
+	systemstack(func() {
+		newg := newproc1(fn, gp, pc, false, waitReasonZero)
+`,
+		// The origin is found on the creating goroutine, whose stack the
+		// hook walks, before the switch; it is stored before the new
+		// goroutine is queued, so that nothing can read it unset.
+		advice: `	gp := getg()
+	pc := sys.GetCallerPC()
+	gcprobeOrigin := gcprobeGoOrigin(gp, pc)
+	systemstack(func() {
+		newg := newproc1(fn, gp, pc, false, waitReasonZero)
+		newg.gcprobeOrigin = gcprobeOrigin
+`,
+	},
+	{
+		file: "proc.go",
+		what: "newproc1's record of the go statement (newg.gopc)",
+		// A goroutine record is reused (gfget): every creation sets the
+		// field, newproc's and the others' (coroutines, synctest, debug
+		// calls), which have none.
+		find: `	newg.gopc = callerpc
+`,
+		advice: `	newg.gopc = callerpc
+	newg.gcprobeOrigin = 0
 `,
 	},
 }
