@@ -58,6 +58,7 @@ type config struct {
 	fullStacks  bool
 	suspectAge  time.Duration
 	ageSet      bool // WithSuspectAge was given
+	lookThrough []string
 	logger      *slog.Logger
 	loggerSet   bool // WithLogger was given: detector events go there
 	samplerOpts []memstats.Option
@@ -250,6 +251,27 @@ func WithSuspectAge(d time.Duration) Option {
 			return fmt.Errorf("probe: WithSuspectAge: must be in [0, %v], got %v", finalizerwatch.MaxSuspectAge, d)
 		}
 		c.suspectAge, c.ageSet = d, true
+		return nil
+	}
+}
+
+// WithLookThrough names helpers that forward registrations to their
+// callers, by full function name ("example.com/fs.OsFS.Open") or by
+// package path ("example.com/fs": each of its functions): a registration
+// made in one of them (or in the standard library on its behalf) is
+// counted at its caller's line, with the helper kept in the stack
+// (stackcapture.SetLookThrough, process-wide, set when the probe starts).
+// The ledger finds most such helpers itself, once it has seen two of their
+// callers; the option names those it cannot, such as a helper the
+// compiler inlined into each caller, from the first registration on.
+func WithLookThrough(names ...string) Option {
+	return func(c *config) error {
+		for _, n := range names {
+			if n == "" || strings.ContainsAny(n, " \t\n") {
+				return fmt.Errorf("probe: WithLookThrough: %q is not a function name or a package path", n)
+			}
+		}
+		c.lookThrough = append(c.lookThrough, names...)
 		return nil
 	}
 }

@@ -261,3 +261,21 @@ func TestListenAddrIsLoopbackUnlessUnauthenticated(t *testing.T) {
 		}
 	}
 }
+
+func TestWithLookThroughRefusesBadNames(t *testing.T) {
+	for _, n := range []string{"", "a b"} {
+		_, err := probe.New(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithLookThrough(n))
+		if err == nil || !strings.Contains(err.Error(), "WithLookThrough") {
+			t.Errorf("WithLookThrough(%q): %v, want an error naming it", n, err)
+		}
+	}
+}
+
+func TestWithSuspectAgeRefusesBadValues(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, 2 * time.Hour} {
+		_, err := probe.New(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithSuspectAge(d))
+		if err == nil || !strings.Contains(err.Error(), "WithSuspectAge") {
+			t.Errorf("WithSuspectAge(%v): %v, want an error naming it", d, err)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/stackcapture"
 	"github.com/gcprobe/probe/tracing"
 )
 
@@ -178,6 +179,11 @@ func (p *Probe) start() error {
 	if p.cfg.listenAddr != "" {
 		if err := p.listen(); err != nil {
 			return err
+		}
+	}
+	if len(p.cfg.lookThrough) > 0 {
+		if err := stackcapture.SetLookThrough(p.cfg.lookThrough...); err != nil { // validated by WithLookThrough
+			return fmt.Errorf("probe: %w", err)
 		}
 	}
 	var undo []func()

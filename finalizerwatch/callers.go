@@ -7,7 +7,12 @@ import "github.com/gcprobe/probe/stackcapture"
 // A helper that only forwards to the registering call (a filesystem's
 // one-line Open, a user's openConfig) is the site of what all its callers
 // register, and the line a user must change is a caller's. The ledger
-// tells a helper from a site by its callers: on an entry's first
+// tells a helper from a site by its callers, for what the standard
+// library registers on the helper's behalf (a file, a connection: an
+// entry with a Resource, in the runtime build mode). A function that sets
+// a finalizer or cleanup on a type of its own is that type's site, however
+// many lines call it: a table of handlers called through one line would
+// otherwise all be counted at that line. On an entry's first
 // registration in each of its cycles (once per entry and cycle, where the
 // ring is folded anyway), the frame above the site is compared with the
 // one above it in the entry's first stack. Two different lines, both the
@@ -27,7 +32,7 @@ import "github.com/gcprobe/probe/stackcapture"
 //
 //go:noinline
 func (w *Watcher) checkCaller(s *site) {
-	if w.cfg.noWrappers || s.pc == 0 || s.stack == nil || s.own || s.wrapper.Load() || s.stack.Overflow() {
+	if w.cfg.noWrappers || s.res == 0 || s.pc == 0 || s.stack == nil || s.own || s.wrapper.Load() || s.stack.Overflow() {
 		return
 	}
 	want := callerAfter(s.stack.PCs(), s.pc)

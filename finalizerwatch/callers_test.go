@@ -55,61 +55,76 @@ func dropThroughHelper(w *Watcher, ran *atomic.Int64, viaFS bool) {
 	_ = openThing(w, ran) // marker: w-drop
 }
 
-// A helper that forwards for two callers is looked through: once the
-// ledger has seen the two callers' lines, what each registers is counted
-// at its own line, with the helper in the stack, and the helper's entry
-// keeps what it counted before. Side by side, the same registrations
-// through the helper made by one caller stay at the helper's line.
+// A helper named by the option is looked through: what each caller
+// registers through it is counted at its own line, with the helper in the
+// stack, the same through an interface method. Without the option, it
+// stays the site (the ledger finds helpers by itself only for what the
+// standard library registers: TestRuntimeModeWrapperDroppedAtCaller).
 func TestWrapperCountedAtCallers(t *testing.T) {
 	t.Cleanup(func() { stackcapture.SetLookThrough() })
 	for _, viaFS := range []bool{false, true} {
 		name, helper, keepM, dropM := "function", "w-helper", "w-keep", "w-drop"
+		fn := "github.com/gcprobe/probe/finalizerwatch.openThing"
 		if viaFS {
 			name, helper, keepM, dropM = "interface method", "w-fs", "w-keep-fs", "w-drop-fs"
+			fn = "github.com/gcprobe/probe/finalizerwatch.osThings.Open"
 		}
 		t.Run(name, func(t *testing.T) {
 			helperLine := testkit.MarkerLine(t, "callers_test.go", helper)
 			keepLine := testkit.MarkerLine(t, "callers_test.go", keepM)
 			dropLine := testkit.MarkerLine(t, "callers_test.go", dropM)
-			w := newWatcher(t, WithWrapperDetection(true))
-			var ran atomic.Int64
-			var kept []*thing
-			// Cycle 0: the helper's first registration, by the keeping
-			// caller; cycle 1's first, by the dropping one.
-			keepThroughHelper(w, &ran, &kept, viaFS)
-			awaitCycles(t, w, 1)
-			dropThroughHelper(w, &ran, viaFS)
-			for range 50 {
+			for _, option := range []bool{false, true} {
+				names := []string(nil)
+				if option {
+					names = []string{fn}
+				}
+				if err := stackcapture.SetLookThrough(names...); err != nil {
+					t.Fatal(err)
+				}
+				w := newWatcher(t, WithWrapperDetection(true))
+				var ran atomic.Int64
+				var kept []*thing
 				keepThroughHelper(w, &ran, &kept, viaFS)
+				awaitCycles(t, w, 1)
 				dropThroughHelper(w, &ran, viaFS)
+				for range 50 {
+					keepThroughHelper(w, &ran, &kept, viaFS)
+					dropThroughHelper(w, &ran, viaFS)
+				}
+				await(t, "the dropped objects' finalizers", func() bool { return ran.Load() >= 51 })
+				sites := w.siteList()
+				h, _ := siteByLine(sites, helperLine)
+				if !option {
+					if h.Registered != 102 {
+						t.Errorf("without the option: the helper's line has %d registered, want all 102:\n%v", h.Registered, lineCounts(sites))
+					}
+					runtime.KeepAlive(kept)
+					continue
+				}
+				k, okK := siteByLine(sites, keepLine)
+				d, okD := siteByLine(sites, dropLine)
+				if !okK || !okD || h.Registered != 0 {
+					t.Fatalf("with the option: want sites at the callers' lines %d and %d and none at the helper's:\n%v", keepLine, dropLine, lineCounts(sites))
+				}
+				if k.Registered != 51 || k.Outstanding != 51 || k.Executed != 0 {
+					t.Errorf("keeping caller: %+v, want 51 registered, 51 outstanding", k.Counts)
+				}
+				if d.Registered != 51 || d.Outstanding != 0 || d.Executed != 51 {
+					t.Errorf("dropping caller: %+v, want 51 registered and run", d.Counts)
+				}
+				if !stackHas(k.Stack, helperLine) {
+					t.Errorf("the keeping caller's stack does not keep the helper (line %d): %v", helperLine, k.Stack)
+				}
+				runtime.KeepAlive(kept)
 			}
-			await(t, "the dropped objects' finalizers", func() bool { return ran.Load() >= 50 })
-			sites := w.siteList()
-			h, _ := siteByLine(sites, helperLine)
-			k, okK := siteByLine(sites, keepLine)
-			d, okD := siteByLine(sites, dropLine)
-			if !okK || !okD {
-				t.Fatalf("no site at the callers' lines %d and %d:\n%v", keepLine, dropLine, lineCounts(sites))
-			}
-			if k.Registered != 50 || k.Outstanding != 50 || k.Executed != 0 {
-				t.Errorf("keeping caller: %+v, want 50 registered, 50 outstanding", k.Counts)
-			}
-			if d.Registered != 50 || d.Outstanding != 0 || d.Executed != 50 {
-				t.Errorf("dropping caller: %+v, want 50 registered and run", d.Counts)
-			}
-			if h.Registered != 2 {
-				t.Errorf("helper's own entry: %d registered, want the 2 made before its second caller was seen", h.Registered)
-			}
-			if !stackHas(k.Stack, helperLine) {
-				t.Errorf("the keeping caller's stack does not keep the helper (line %d): %v", helperLine, k.Stack)
-			}
-			runtime.KeepAlive(kept)
 		})
 	}
 }
 
-// One caller: the helper is the site, as before. And with the detection
-// off, two callers leave the helper the site.
+// One caller: the helper is the site, as before. Two callers of a helper
+// that sets finalizers on its own type leave it the site, detection on:
+// a table of such helpers called through one line must not all be
+// counted at that line.
 func TestHelperOfOneCallerIsTheSite(t *testing.T) {
 	helperLine := testkit.MarkerLine(t, "callers_test.go", "w-single")
 	w := newWatcher(t, WithWrapperDetection(true))
@@ -127,9 +142,9 @@ func TestHelperOfOneCallerIsTheSite(t *testing.T) {
 	runtime.KeepAlive(kept)
 }
 
-func TestWrapperDetectionOff(t *testing.T) {
+func TestHelperOfOwnTypeStaysTheSite(t *testing.T) {
 	helperLine := testkit.MarkerLine(t, "callers_test.go", "w-off")
-	w := newWatcher(t) // detection off
+	w := newWatcher(t, WithWrapperDetection(true))
 	var kept []*thing
 	for range 3 {
 		kept = append(kept, openOff(w), openOff(w))
@@ -137,7 +152,7 @@ func TestWrapperDetectionOff(t *testing.T) {
 		kept = append(kept, openOff(w))
 	}
 	if s, ok := siteByLine(w.siteList(), helperLine); !ok || s.Registered != 9 {
-		t.Fatalf("with the detection off: %+v at the helper's line, want 9 registered", s.Counts)
+		t.Fatalf("a helper of its own type with two callers: %+v at its line, want 9 registered", s.Counts)
 	}
 	runtime.KeepAlive(kept)
 }

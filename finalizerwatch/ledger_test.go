@@ -157,8 +157,8 @@ func (w *Watcher) top(n int) []SiteStats {
 // allocates nothing, for callers that select a top K themselves without
 // sorting everything.
 func compareRank(a, b *SiteStats) int {
-	ka := rankKey{a.Class, a.Accepted, a.Growth, a.Suspect, a.Outstanding, a.Registered, a.Kind, &a.Site}
-	kb := rankKey{b.Class, b.Accepted, b.Growth, b.Suspect, b.Outstanding, b.Registered, b.Kind, &b.Site}
+	ka := rankKey{a.Class, a.Accepted, a.Dropped > 0, a.Growth, a.Suspect, a.Outstanding, a.Registered, a.Kind, &a.Site}
+	kb := rankKey{b.Class, b.Accepted, b.Dropped > 0, b.Growth, b.Suspect, b.Outstanding, b.Registered, b.Kind, &b.Site}
 	return compareKeys(&ka, &kb)
 }
 

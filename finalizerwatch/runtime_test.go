@@ -161,12 +161,16 @@ func TestRuntimeModeRandomized(t *testing.T) {
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for range perG {
 				i := r.IntN(len(ops))
+				// One line calls each op, at the goroutine's depth or
+				// deeper than the hooks' first walk (rtShortWalk): the
+				// same line, the same entry. (An op called from two
+				// lines that opens a file would be a wrapper to the
+				// ledger, counted at those lines: callers.go.)
+				do := func() { ops[i].do(&truth[i]) }
 				if r.IntN(2) == 0 {
-					ops[i].do(&truth[i])
+					do()
 				} else {
-					// Deeper than the hooks' first walk (rtShortWalk):
-					// the same line, the same entry.
-					atDepth(24, func() { ops[i].do(&truth[i]) })
+					atDepth(24, do)
 				}
 				if r.IntN(500) == 0 {
 					runtime.GC()

@@ -169,6 +169,7 @@ type group struct {
 	top                                      bool
 	class                                    Class
 	accepted                                 bool // every entry's resource is Accepted
+	dropped                                  bool // an entry dropped a resource without Close
 	pass                                     uint32
 	growth, suspect, outstanding, registered uint64
 	// 60 bytes of fields, in this order 64 with padding (TestGroupSize).
@@ -202,7 +203,7 @@ func (st *groupStore) add(g group) int32 {
 }
 
 func (g *group) key() rankKey {
-	return rankKey{g.class, g.accepted, g.growth, g.suspect, g.outstanding, g.registered, g.kind, g.frame}
+	return rankKey{g.class, g.accepted, g.dropped, g.growth, g.suspect, g.outstanding, g.registered, g.kind, g.frame}
 }
 
 // ranking is a Watcher's per-cycle ranking, guarded by mu.
@@ -445,7 +446,7 @@ func (w *Watcher) rankLocked(k int) {
 		if g.pass != r.pass {
 			g.pass, g.top = r.pass, false
 			g.class, g.growth, g.suspect, g.outstanding, g.registered = ClassChurn, 0, 0, 0, 0
-			g.accepted = true
+			g.accepted, g.dropped = true, false
 			r.seen[g.kind] = append(r.seen[g.kind], gi)
 		}
 		g.accepted = g.accepted && s.res != 0 && resourceOf(s.res).Accepted
@@ -457,6 +458,7 @@ func (w *Watcher) rankLocked(k int) {
 		g.suspect += sus
 		g.registered += c.Registered
 		g.outstanding += c.Outstanding
+		g.dropped = g.dropped || c.Dropped > 0
 	}
 	w.eachEntry(each)
 	// The top k of each kind.

@@ -197,8 +197,10 @@ func (a *SiteStats) merge(b *SiteStats) {
 	a.Growth += b.Growth
 }
 
-// rankKey is what the ranking orders by: growing sites first, then
-// stable, then churn; within a class, a site of accepted connections only
+// rankKey is what the ranking orders by: growing sites first, then sites
+// that dropped a file, connection or process without Close (a leak of
+// another kind, whatever the growth model makes of it: its finalizers
+// run, so it is churn to the model), then stable, then churn; within a class, a site of accepted connections only
 // after the others (the server side of a leak whose cause is the
 // client's: an HTTP response body not closed keeps the client's
 // connection and the server's both open, and the client's line is the
@@ -208,13 +210,26 @@ func (a *SiteStats) merge(b *SiteStats) {
 type rankKey struct {
 	class                                    Class
 	accepted                                 bool
+	dropped                                  bool
 	growth, suspect, outstanding, registered uint64
 	kind                                     Kind
 	site                                     *stackcapture.Frame
 }
 
+// tier is the key's place by class: churn 0, stable 1, dropped (not
+// growing) 2, growing 3.
+func (k *rankKey) tier() int {
+	switch {
+	case k.class == ClassGrowing:
+		return 3
+	case k.dropped:
+		return 2
+	}
+	return int(k.class)
+}
+
 func compareKeys(a, b *rankKey) int {
-	if c := cmp.Compare(b.class, a.class); c != 0 {
+	if c := cmp.Compare(b.tier(), a.tier()); c != 0 {
 		return c
 	}
 	if a.accepted != b.accepted {
