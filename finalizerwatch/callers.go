@@ -1,6 +1,11 @@
 package finalizerwatch
 
-import "github.com/gcprobe/probe/stackcapture"
+import (
+	"runtime"
+	"slices"
+
+	"github.com/gcprobe/probe/stackcapture"
+)
 
 // Wrappers found by the ledger.
 //
@@ -35,8 +40,15 @@ func (w *Watcher) checkCaller(s *site) {
 	if w.cfg.noWrappers || s.res == 0 || s.pc == 0 || s.stack == nil || s.own || s.wrapper.Load() || s.stack.Overflow() {
 		return
 	}
-	want := callerAfter(s.stack.PCs(), s.pc)
+	first := s.stack.PCs()
+	want := callerAfter(first, s.pc)
 	if want == 0 {
+		return
+	}
+	// Only a function that calls the standard library itself: one that
+	// opens through a helper already looked through is the caller the
+	// helper's files belong to, however many lines call it.
+	if i := slices.Index(first, s.pc); i > 0 && stackcapture.LookedThrough(first[i-1]) {
 		return
 	}
 	var pcs [32]uintptr // the hooks', the standard library's frames, the site and its caller
@@ -77,4 +89,56 @@ func callerAfter(pcs []uintptr, pc uintptr) uintptr {
 		}
 	}
 	return 0
+}
+
+// lookThroughOneLiner reports whether the frame of the program's at
+// stack[at], about to be a new site of what the standard library
+// registered, is a one-line forwarder, and if so adds its function to the
+// look-through set. A one-line forwarder is a function whose registering
+// call is on the line it is declared on, not inlined into its caller:
+// func (OsFS) Open(name string) (fs.File, error) { return os.Open(name) }.
+// Such a function is written to hand what it opens to its caller: the
+// line to change is the caller's, though there be only one, and a frame
+// of the program's must be above it. It runs once per new site.
+func (w *Watcher) lookThroughOneLiner(stack []uintptr, at int) bool {
+	if w.cfg.noWrappers || at+1 >= len(stack) {
+		return false
+	}
+	pc := stack[at]
+	fs := stackcapture.PCFrames(pc)
+	if len(fs) == 0 {
+		return false
+	}
+	f := fs[len(fs)-1] // the physical function: a frame inlined into another has no entry of its own
+	if stackcapture.OriginOf(pc) != stackcapture.OriginUser {
+		return false
+	}
+	if sf := stackcapture.SiteFrameOfPC(pc); sf == nil || sf.Function != f.Function || sf.Line != f.Line {
+		return false // the program's frame at pc is inlined into another
+	}
+	// FuncForPC of a PC in an inlined call describes the inlined
+	// function, with the entry of the one it is inlined into: the
+	// physical function is the one at that entry.
+	fn := runtime.FuncForPC(pc - 1)
+	if fn == nil {
+		return false
+	}
+	phys := runtime.FuncForPC(fn.Entry())
+	if phys == nil || phys.Name() != f.Function {
+		return false
+	}
+	if _, declLine := phys.FileLine(phys.Entry()); declLine != f.Line {
+		return false
+	}
+	caller := false
+	for _, p := range stack[at+1:] {
+		if stackcapture.OriginOf(p) == stackcapture.OriginUser {
+			caller = true
+			break
+		}
+	}
+	if !caller {
+		return false
+	}
+	return stackcapture.LookThrough(f.Function) || stackcapture.LookedThrough(pc)
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/gcprobe/probe/internal/testkit"
 )
 
-// fileOpener is an fs.FS-like interface; diskFiles forwards to os.Open in
-// one line, as a filesystem wrapper does.
+// fileOpener is an fs.FS-like interface. diskFiles forwards to os.Open
+// in a one-line method, as Caddy's OsFS does; lockedFiles in a method of
+// a few lines, as a lock helper does.
 type fileOpener interface {
 	Open(name string) (*os.File, error)
 }
@@ -20,59 +21,79 @@ type diskFiles struct{}
 
 func (diskFiles) Open(name string) (*os.File, error) { return os.Open(name) }
 
-var rtOpener fileOpener = diskFiles{}
+type lockedFiles struct{}
+
+func (lockedFiles) Open(name string) (*os.File, error) {
+	f, err := os.Open(name)
+	return f, err
+}
+
+var rtOpeners = map[string]fileOpener{"one-line": diskFiles{}, "multi-line": lockedFiles{}}
 
 //go:noinline
-func rtWrapKeep(kept *[]*os.File) {
-	f, err := rtOpener.Open(os.Args[0])
+func rtWrapKeep(o fileOpener, kept *[]*os.File) {
+	f, err := o.Open(os.Args[0])
 	if err == nil {
 		*kept = append(*kept, f)
 	}
 }
 
 //go:noinline
-func rtWrapDrop() {
-	f, _ := rtOpener.Open(os.Args[0])
+func rtWrapDrop(o fileOpener) {
+	f, _ := o.Open(os.Args[0])
 	_ = f // dropped without Close
 }
 
-// In the runtime build mode, a filesystem wrapper with two callers is
-// looked through: the files one caller drops without Close are Dropped at
-// its line, and the other's, kept and closed, are not.
+// In the runtime build mode, a filesystem wrapper is looked through: the
+// files one caller drops without Close are Dropped at its line, and the
+// other's, kept, are not. A one-line forwarder is looked through from its
+// first file; one of a few lines once the ledger has seen its second
+// caller (it keeps the files opened before).
 func TestRuntimeModeWrapperDroppedAtCaller(t *testing.T) {
 	attachDefault(t)
-	var kept []*os.File
-	t.Cleanup(func() {
-		for _, f := range kept {
-			f.Close()
-		}
-	})
-	// The wrapper's first file is the keeping caller's; the first of
-	// the next cycle the dropping caller's.
-	rtWrapKeep(&kept)
-	c := Default.cycleCount(KindFinalizer)
-	testkit.Poll(t, 30*time.Second, "a GC cycle", func() bool { runtime.GC(); return Default.cycleCount(KindFinalizer) > c })
-	rtWrapDrop()
-	const n = 20
-	for range n {
-		rtWrapKeep(&kept)
-		rtWrapDrop()
-	}
-	var keep, drop SiteStats
-	testkit.Poll(t, 30*time.Second, "the dropped files to be counted at their caller", func() bool {
-		runtime.GC()
-		s := rtSites()
-		keep, drop = s["rtWrapKeep"], s["rtWrapDrop"]
-		return drop.Dropped >= n
-	})
-	if drop.Dropped != n || drop.Resource != "os.File" {
-		t.Errorf("dropping caller: %d %q dropped, want %d os.File", drop.Dropped, drop.Resource, n)
-	}
-	if keep.Registered != n || keep.Dropped != 0 || keep.Outstanding != n {
-		t.Errorf("keeping caller: %+v, want %d registered and outstanding, 0 dropped", keep.Counts, n)
-	}
-	if w := rtSites()["Open"]; w.Registered != 2 {
-		t.Errorf("the wrapper's own entry: %+v, want the 2 files opened before its second caller was seen", w.Counts)
+	for _, name := range []string{"one-line", "multi-line"} {
+		t.Run(name, func(t *testing.T) {
+			o := rtOpeners[name]
+			var kept []*os.File
+			t.Cleanup(func() {
+				for _, f := range kept {
+					f.Close()
+				}
+			})
+			before := rtSites()
+			// The wrapper's first file is the keeping caller's; the first
+			// of the next cycle the dropping caller's.
+			rtWrapKeep(o, &kept)
+			c := Default.cycleCount(KindFinalizer)
+			testkit.Poll(t, 30*time.Second, "a GC cycle", func() bool { runtime.GC(); return Default.cycleCount(KindFinalizer) > c })
+			rtWrapDrop(o)
+			const n = 20
+			for range n {
+				rtWrapKeep(o, &kept)
+				rtWrapDrop(o)
+			}
+			want := uint64(n + 1) // one-line: every file at its caller
+			wrapper := uint64(0)
+			if name == "multi-line" {
+				want, wrapper = n, 2
+			}
+			var keep, drop SiteStats
+			testkit.Poll(t, 30*time.Second, "the dropped files to be counted at their caller", func() bool {
+				runtime.GC()
+				s := rtSites()
+				keep, drop = s["rtWrapKeep"], s["rtWrapDrop"]
+				return drop.Dropped-before["rtWrapDrop"].Dropped >= want
+			})
+			if got := drop.Dropped - before["rtWrapDrop"].Dropped; got != want || drop.Resource != "os.File" {
+				t.Errorf("dropping caller: %d %q dropped, want %d os.File", got, drop.Resource, want)
+			}
+			if got := keep.Registered - before["rtWrapKeep"].Registered; got != want || keep.Dropped != 0 {
+				t.Errorf("keeping caller: %d registered, %d dropped; want %d registered, 0 dropped", got, keep.Dropped, want)
+			}
+			if w := rtSites()["Open"]; name == "multi-line" && w.Registered != wrapper {
+				t.Errorf("the wrapper's own entry: %+v, want the %d files opened before its second caller was seen", w.Counts, wrapper)
+			}
+		})
 	}
 }
 

@@ -397,6 +397,14 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer, variant
 	if own || len(stack) == 0 {
 		return nil
 	}
+	if at >= 0 && w.lookThroughOneLiner(stack, at) {
+		stack, at, _ = siteFrame(pcs[:n], pc) // the helper now skipped
+		if at >= 0 {
+			if s := w.sites.Get(rtSiteKey(k, stack[at], typ, variant)); s != nil {
+				return s
+			}
+		}
+	}
 	if at >= 0 {
 		return w.rtNewIndirect(k, stack[at], typ, variant, stack, false)
 	}
