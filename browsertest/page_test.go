@@ -93,7 +93,7 @@ func artifactDir(t *testing.T) string {
 // TestLivePageInChromium opens the live page of a probe whose program
 // leaks at one line, in headless Chromium, as a person would: the leaking
 // line becomes the first row, growing, within leakCycles GC cycles; every
-// chart has one point per GC cycle; a click on the row shows the site's
+// chart has a point per history row, the pause chart per GC cycle; a click on the row shows the site's
 // registration stack with file:line; the page asks nothing of any address
 // but the probe's own paths. A screenshot is written as an artifact.
 func TestLivePageInChromium(t *testing.T) {
@@ -104,7 +104,7 @@ func TestLivePageInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w),
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0), // judged in GC cycles: the test forces them
 		probe.WithListenAddr("127.0.0.1:0"), probe.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)
@@ -167,8 +167,14 @@ func TestLivePageInChromium(t *testing.T) {
 		t.Errorf("first row %q is not browsertest.plant", row.Site)
 	}
 
-	// The charts: one point per GC cycle, in order, none twice; the pause
-	// chart without a gap.
+	// The charts: a point per history row (a GC cycle, at least
+	// probe.PageHistoryStep after the row before), in order, none twice;
+	// the pause chart one per GC cycle, without a gap. Three points in
+	// each first.
+	testkit.Poll(t, 30*time.Second, "three points in every chart", func() bool {
+		runtime.GC()
+		return evaluate[int](t, ctx, `Math.min.apply(null, Array.prototype.map.call(document.querySelectorAll("svg.chart"), function (s) { return +s.getAttribute("data-points"); }))`) >= 3
+	})
 	charts := evaluate[[]struct {
 		Name    string
 		Points  int

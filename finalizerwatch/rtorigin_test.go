@@ -111,12 +111,15 @@ func TestRuntimeModeUnclosedResponseBody(t *testing.T) {
 	leaky := &http.Client{Transport: &http.Transport{}}
 	const n = 12
 	var bodies []io.ReadCloser
-	for range n {
+	leak := func() {
 		resp, err := leaky.Get(url) // marker: unclosed
 		if err != nil {
 			t.Fatal(err)
 		}
 		bodies = append(bodies, resp.Body) // kept, never closed
+	}
+	for range n {
+		leak()
 	}
 	careful := &http.Transport{DisableKeepAlives: true}
 	tidy := &http.Client{Transport: careful}
@@ -164,6 +167,24 @@ func TestRuntimeModeUnclosedResponseBody(t *testing.T) {
 			rank[serve], srvSite.Outstanding, rank[unclosed], s.Outstanding)
 	}
 	rtNoToolchainSite(t)
+
+	// The leak goes on, a few bodies each GC cycle: the client.Get line
+	// is classed growing, the leak named; the careful line never is.
+	testkit.Poll(t, 30*time.Second, "the client.Get line classed growing", func() bool {
+		for range 3 {
+			leak()
+		}
+		runtime.GC()
+		sites, _ = rtTopAt(file)
+		s = sites[unclosed]
+		return s.Class == ClassGrowing
+	})
+	if !strings.Contains(s.Leak, "response body not closed") {
+		t.Errorf("the growing client.Get line's leak reads %q, want it to say the response body was not closed", s.Leak)
+	}
+	if c := sites[closed]; c.Class == ClassGrowing {
+		t.Errorf("the line that closes its bodies is growing: %+v", c)
+	}
 	for _, b := range bodies {
 		b.Close()
 	}

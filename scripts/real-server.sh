@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+#
+# real-server.sh [DURATION] runs a server gcprobe's authors did not write,
+# Caddy v2.11.9 from the module proxy, built unmodified in the runtime
+# build mode (a main package of three lines and a start file are all that
+# is added), serving 220 static files on loopback to 16 clients for
+# DURATION (default 120s). It then prints the live page's top sites and
+# the probe's Warn lines, and fails if a site was logged growing (the
+# server has no leak) or if Caddy's file opens are counted at its one-line
+# filesystem wrapper (internal/filesystems/os.go) rather than at the
+# fileserver's lines that call it.
+#
+# Not part of .ci/run: the first build compiles about 830 packages in the
+# mode (minutes on 2 cores); later runs reuse the build cache. The module
+# and the binary are kept under ${GCPROBE_CACHE:-$HOME/.cache/gcprobe}.
+set -euo pipefail
+duration=${1:-120s}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cache=${GCPROBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gcprobe}
+dir=$cache/real-server
+mkdir -p "$dir/app" "$dir/load" "$dir/site"
+export GOWORK=off
+
+cat >"$dir/app/main.go" <<'EOF'
+// Caddy, unmodified, with gcprobe started from a start file.
+package main
+
+import caddycmd "github.com/caddyserver/caddy/v2/cmd"
+import _ "github.com/caddyserver/caddy/v2/modules/standard"
+
+func main() { caddycmd.Main() }
+EOF
+cat >"$dir/app/gcprobe_start.go" <<'EOF'
+package main
+
+import (
+	"log"
+
+	"github.com/gcprobe/probe"
+)
+
+func init() {
+	if _, err := probe.Start(probe.WithListenAddr("127.0.0.1:6061")); err != nil {
+		log.Fatal(err)
+	}
+}
+EOF
+cat >"$dir/app/go.mod" <<EOF
+module realserver
+
+go 1.26
+
+require github.com/caddyserver/caddy/v2 v2.11.9
+
+replace github.com/gcprobe/probe => $repo
+EOF
+cat >"$dir/load/main.go" <<'EOF'
+// 16 clients GET random files (a tenth of them missing) until the time is up.
+package main
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	d, err := time.ParseDuration(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	end := time.Now().Add(d)
+	var n, errs atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:8080/f%d.bin", rand.IntN(220)+1))
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	fmt.Printf("requests %d, errors %d\n", n.Load(), errs.Load())
+}
+EOF
+printf 'module load\n\ngo 1.26\n' >"$dir/load/go.mod"
+for i in $(seq 1 200); do
+	[ -f "$dir/site/f$i.bin" ] || head -c $((i * 512)) /dev/urandom >"$dir/site/f$i.bin"
+done
+
+flags=$(cd "$repo/cmd/finalizercheck" && go run . -runtime "$dir/rt" | tail -n 1)
+(cd "$dir/app" && go get github.com/gcprobe/probe@v0.0.0 >/dev/null 2>&1; go mod tidy >/dev/null 2>&1)
+echo "building Caddy in the runtime build mode ($flags)"
+# shellcheck disable=SC2086 # flags holds two flags
+(cd "$dir/app" && go build $flags -o "$dir/caddy" .)
+(cd "$dir/load" && go build -o "$dir/loadgen" .)
+
+"$dir/caddy" file-server --root "$dir/site" --listen 127.0.0.1:8080 >"$dir/caddy.out" 2>"$dir/caddy.err" &
+caddy=$!
+trap 'kill $caddy 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+	curl -fs -o /dev/null http://127.0.0.1:8080/f1.bin && break
+	sleep 0.1
+done
+"$dir/loadgen" "$duration"
+rss=$(ps -o rss= -p $caddy)
+curl -fs http://127.0.0.1:6061/debug/gcprobe/data.json >"$dir/data.json"
+kill $caddy
+wait $caddy 2>/dev/null || true
+trap - EXIT
+
+echo "RSS ${rss} KiB; top sites (class, registered, outstanding, suspect, dropped, resource, site):"
+python3 - "$dir/data.json" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("GC cycles", d["gc"]["cycles"], "runtime mode", d["runtime_mode"])
+for s in d["sites"][:10]:
+    print(" ", s["verdict"], s["registered"], s["outstanding"], s["suspect"], s["dropped"], s.get("resource", ""), s["function"], "%s:%d" % (s["file"].rsplit("/", 2)[-1], s["line"]))
+EOF
+echo "gcprobe Warn lines:"
+grep -o 'WARN gcprobe: [^"]*' "$dir/caddy.err" | cut -c1-160 | sort | uniq -c || true
+fail=0
+if grep -q 'site growing' "$dir/caddy.err"; then
+	echo "FAIL: a site was logged growing on a server with no leak"
+	fail=1
+fi
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if any(s["file"].endswith("internal/filesystems/os.go") and s["registered"] > 100 for s in d["sites"]) else 1)' "$dir/data.json"; then
+	echo "FAIL: Caddy's file opens are counted at its one-line wrapper, not at its callers"
+	fail=1
+fi
+exit $fail
