@@ -261,9 +261,12 @@ func WithSuspectAge(d time.Duration) Option {
 // made in one of them (or in the standard library on its behalf) is
 // counted at its caller's line, with the helper kept in the stack
 // (stackcapture.SetLookThrough, process-wide, set when the probe starts).
-// The ledger finds most such helpers itself, once it has seen two of their
-// callers; the option names those it cannot, such as a helper the
-// compiler inlined into each caller, from the first registration on.
+// In the runtime build mode the ledger finds the helpers through which the
+// standard library opens files and connections itself (a one-line
+// forwarder, or one it has seen called from two lines); the option names
+// those it cannot, such as a helper that sets a finalizer on its own type
+// or one the compiler inlined into each caller, from the first
+// registration on.
 func WithLookThrough(names ...string) Option {
 	return func(c *config) error {
 		for _, n := range names {
