@@ -16,6 +16,7 @@ import (
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/stackcapture"
 	"github.com/gcprobe/probe/tracing"
 )
 
@@ -269,10 +270,8 @@ func WithSuspectAge(d time.Duration) Option {
 // registration on.
 func WithLookThrough(names ...string) Option {
 	return func(c *config) error {
-		for _, n := range names {
-			if n == "" || strings.ContainsAny(n, " \t\n") {
-				return fmt.Errorf("probe: WithLookThrough: %q is not a function name or a package path", n)
-			}
+		if err := stackcapture.CheckLookThrough(names...); err != nil {
+			return fmt.Errorf("probe: WithLookThrough: %w", err)
 		}
 		c.lookThrough = append(c.lookThrough, names...)
 		return nil

@@ -23,8 +23,7 @@ import (
 // one above it in the entry's first stack. Two different lines, both the
 // user's (a line of net/http's that calls a handler is no caller to move
 // to), make the site's function a wrapper: it joins the process's
-// look-through set (stackcapture.LookThrough), the entry is marked, and
-// from then on registrations through it are counted at their callers'
+// look-through set (stackcapture.LookThrough), and from then on registrations through it are counted at their callers'
 // lines, with the helper kept in their stacks. What the entry counted
 // before stays with it. A helper inlined into its callers has an entry per
 // caller already, each named by the helper's line: only the option
@@ -37,7 +36,7 @@ import (
 //
 //go:noinline
 func (w *Watcher) checkCaller(s *site) {
-	if w.cfg.noWrappers || s.res == 0 || s.pc == 0 || s.stack == nil || s.own || s.wrapper.Load() || s.stack.Overflow() {
+	if w.cfg.noWrappers || s.res == 0 || s.pc == 0 || s.stack == nil || s.own || s.stack.Overflow() {
 		return
 	}
 	first := s.stack.PCs()
@@ -68,13 +67,10 @@ func (w *Watcher) checkCaller(s *site) {
 	if f.Function == "" {
 		return
 	}
+	// Registrations through the helper now find their caller's frame
+	// first (stackcapture.OriginOf skips the helper's), and so another
+	// entry: this one is no longer reached, and keeps what it counted.
 	stackcapture.LookThrough(f.Function)
-	s.wrapper.Store(true)
-	// The runtime build mode's fast path must not find the entry again.
-	slot := &rtPCs[s.kind][rtPCSlot(s.pc)]
-	if c := slot.Load(); c != nil && c.s == s {
-		slot.CompareAndSwap(c, nil)
-	}
 }
 
 // callerAfter returns the PC after pc in pcs: the return PC into the

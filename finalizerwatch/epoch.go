@@ -28,7 +28,6 @@ package finalizerwatch
 // older than A by far, and treated so.
 
 import (
-	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -142,8 +141,8 @@ func (w *Watcher) suspectAge() time.Duration { return time.Duration(w.age.Load()
 // and is not one yet by time. It returns an error for a d that
 // WithSuspectAge refuses.
 func (w *Watcher) SetSuspectAge(d time.Duration) error {
-	if d < 0 || d > MaxSuspectAge {
-		return fmt.Errorf("finalizerwatch: (*Watcher).SetSuspectAge: must be in [0, %v], got %v", MaxSuspectAge, d)
+	if err := checkSuspectAge("(*Watcher).SetSuspectAge", d); err != nil {
+		return err
 	}
 	w.ageMu.Lock()
 	defer w.ageMu.Unlock()

@@ -151,8 +151,8 @@ func WithSuspectCycles(n int) Option {
 // default is 30 s); a test that forces GC cycles to find a leak does not.
 func WithSuspectAge(d time.Duration) Option {
 	return func(c *config) error {
-		if d < 0 || d > MaxSuspectAge {
-			return fmt.Errorf("finalizerwatch: WithSuspectAge: must be in [0, %v], got %v", MaxSuspectAge, d)
+		if err := checkSuspectAge("WithSuspectAge", d); err != nil {
+			return err
 		}
 		c.suspectAge = d
 		return nil
@@ -169,6 +169,14 @@ func WithWrapperDetection(on bool) Option {
 		c.noWrappers = !on
 		return nil
 	}
+}
+
+// checkSuspectAge is WithSuspectAge's and SetSuspectAge's check of d.
+func checkSuspectAge(fn string, d time.Duration) error {
+	if d < 0 || d > MaxSuspectAge {
+		return fmt.Errorf("finalizerwatch: %s: must be in [0, %v], got %v", fn, MaxSuspectAge, d)
+	}
+	return nil
 }
 
 func (c *config) apply(opts []Option) error {

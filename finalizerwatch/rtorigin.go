@@ -81,15 +81,7 @@ func rtGoOrigin(pc, parent uintptr) uintptr {
 	if v>>goClassBits != uint64(pc) || v == 0 {
 		return rtGoOriginNew(pc, parent)
 	}
-	switch goClass(v & (1<<goClassBits - 1)) {
-	case goProgram:
-		return pc
-	case goRuntime:
-		return 0
-	case goStdHTTPClient:
-		return rtGoOriginStd(pc, parent, originTagHTTPClient)
-	}
-	return rtGoOriginStd(pc, parent, originTagNone)
+	return originOfClass(goClass(v&(1<<goClassBits-1)), pc, parent)
 }
 
 // rtGoOriginNew classifies a go statement's PC seen for the first time
@@ -106,6 +98,12 @@ func rtGoOriginNew(pc, parent uintptr) (origin uintptr) {
 	if uint64(pc) < 1<<(64-goClassBits) {
 		rtGoPCs[rtPCSlot(pc)].Store(uint64(pc)<<goClassBits | uint64(c))
 	}
+	return originOfClass(c, pc, parent)
+}
+
+// originOfClass returns the origin of a goroutine created by a go
+// statement of class c at return PC pc, by a goroutine of origin parent.
+func originOfClass(c goClass, pc, parent uintptr) uintptr {
 	switch c {
 	case goProgram:
 		return pc

@@ -286,7 +286,7 @@ func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 	if id == 0 {
 		return 0
 	}
-	if s.pc == pc && !s.indirect && !s.wrapper.Load() {
+	if s.pc == pc && !s.indirect {
 		// The site of pc itself (not one found above a standard-library
 		// frame at pc, nor the overflow entry): pc's next registrations
 		// take the hook's fast path. Its record stays: the entry's first
@@ -354,7 +354,7 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 		}
 	}
 	switch {
-	case !s.indirect && !s.wrapper.Load():
+	case !s.indirect:
 		return s
 	case s.own:
 		return nil

@@ -99,12 +99,7 @@ type site struct {
 	// first line, because the rest is full: it is written at most once
 	// per ledger cycle, where registrations only read this line.
 	streak streak
-	// wrapper is set once the entry's function was found forwarding
-	// registrations for more than one caller line (callers.go): its
-	// registrations then look further up the stack, as an indirect
-	// entry's do, and it keeps what it counted before.
-	wrapper atomic.Bool
-	// (the node's second line starts with reg)
+	_      [4]byte // the node's second line starts with reg
 
 	// reg counts the registrations made in each cycle of the ring's
 	// window, ends those of them that ran or were cleared (mod 2^32;
@@ -135,17 +130,7 @@ type site struct {
 	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
 }
 
-// account counts a registration made in cycle cyc: one atomic add, and on
-// the entry's first registration in a cycle (or one that loaded an older
-// clock) a fold of the ring under its lock.
-func (s *site) account(cyc uint32) {
-	if cyc != s.ages.seen.Load() {
-		s.newCycle(cyc)
-	}
-	s.addReg(cyc)
-}
-
-// addReg is account's atomic add, for a registration in cycle cyc when the
+// addReg is Watcher.account's atomic add, for a registration in cycle cyc when the
 // ring was folded for it.
 func (s *site) addReg(cyc uint32) {
 	if s.reg[cyc%ringSize].Add(1) == 0 {

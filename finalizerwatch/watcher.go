@@ -249,7 +249,7 @@ func (w *Watcher) siteFor(k Kind, pc uintptr, skip int) *site {
 		}
 		s = w.sites.LoadOrInit(h, key, func(s *site) { s.w, s.kind, s.pc, s.indirect = w, k, pc, true })
 	}
-	if s == nil || s.indirect || s.wrapper.Load() {
+	if s == nil || s.indirect {
 		return w.indirectSite(k)
 	}
 	return s
@@ -292,7 +292,10 @@ func (w *Watcher) initSite(s *site, k Kind, pc uintptr, stk *stackcapture.Stack)
 	s.ages.base.Store(cur)
 }
 
-// account records a new registration at s and returns its cycle.
+// account records a new registration at s and returns its cycle: one
+// atomic add, and on the entry's first registration in a cycle (or one
+// that loaded an older clock) a fold of the ring under its lock and the
+// check of its caller (callers.go).
 func (w *Watcher) account(s *site) (cyc uint32) {
 	cyc = w.cycles[s.kind].Load()
 	if cyc != s.ages.seen.Load() {

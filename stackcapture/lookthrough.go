@@ -46,15 +46,24 @@ const maxLookThrough = 1024
 // added. A name must be a function's full name or a package path, with
 // no spaces.
 func SetLookThrough(names ...string) error {
-	for _, n := range names {
-		if n == "" || strings.ContainsAny(n, " \t\n") {
-			return fmt.Errorf("stackcapture: SetLookThrough: %q is not a function name or a package path", n)
-		}
+	if err := CheckLookThrough(names...); err != nil {
+		return fmt.Errorf("stackcapture: SetLookThrough: %w", err)
 	}
 	lookMu.Lock()
 	defer lookMu.Unlock()
 	lookUser = append([]string(nil), names...)
 	publishLocked()
+	return nil
+}
+
+// CheckLookThrough returns an error for a name SetLookThrough refuses: an
+// empty one, or one with spaces.
+func CheckLookThrough(names ...string) error {
+	for _, n := range names {
+		if n == "" || strings.ContainsAny(n, " \t\n") {
+			return fmt.Errorf("%q is not a function name or a package path", n)
+		}
+	}
 	return nil
 }
 
@@ -73,14 +82,6 @@ func LookThrough(fn string) bool {
 	lookAuto = append(lookAuto, fn)
 	publishLocked()
 	return true
-}
-
-// LookingThrough returns the names of the look-through set: those given
-// by SetLookThrough, then those LookThrough added.
-func LookingThrough() (set, added []string) {
-	lookMu.Lock()
-	defer lookMu.Unlock()
-	return append([]string(nil), lookUser...), append([]string(nil), lookAuto...)
 }
 
 func publishLocked() {
