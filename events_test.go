@@ -26,7 +26,7 @@ func TestDetectorEventsAreLogged(t *testing.T) {
 		t.Helper()
 		opts = append(opts, probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
 			probe.WithInterval(10*time.Millisecond),
-			probe.WithSamplerOptions(memstats.WithForcedGC(0.001))) // one forced cycle fires it
+			probe.WithSamplerOptions(memstats.WithForcedGC(0.001), memstats.WithCauseHysteresis(0, 0))) // one forced cycle fires it, at once
 		p, err := probe.Start(opts...)
 		if err != nil {
 			t.Fatal(err)

@@ -17,8 +17,10 @@ type Work struct {
 	// round, when the rates cover the program's lifetime.
 	Window time.Duration
 
-	// CyclesPerMinute is the rate of GC cycles (/gc/cycles/total).
-	CyclesPerMinute float64
+	// CyclesPerMinute is the rate of GC cycles (/gc/cycles/total), and
+	// ForcedCyclesPerMinute the part of it that runtime.GC or
+	// debug.FreeOSMemory forced (/gc/cycles/forced), over the same span.
+	CyclesPerMinute, ForcedCyclesPerMinute float64
 	// AllocBytesPerSecond is the allocation rate (/gc/heap/allocs:bytes).
 	AllocBytesPerSecond float64
 
@@ -68,17 +70,33 @@ type Work struct {
 	// cycle scans.
 	Goroutines uint64
 
-	// LiveGrowth is how much the live heap grew over the latest
-	// LiveCycles cycles the sampler observed, as a fraction of where it
-	// began (0.25 is 25%); negative when it shrank. LiveRising reports
-	// that it never fell by more than 2% from one of those cycles to the
-	// next.
+	// RunnableWait is how long, on average over the window, a goroutine
+	// that was ready to run waited for a CPU (/sched/latencies): a few
+	// microseconds when the process has the CPU it needs, milliseconds
+	// when its threads are starved (an overloaded node, a CPU limit).
+	RunnableWait time.Duration
+	// CPUPressure is the share of the latest ten seconds in which some
+	// of the process's threads waited for a CPU, as the kernel's pressure
+	// stall information says (the cgroup's cpu.pressure, else
+	// /proc/pressure/cpu, "some avg10"); negative when unknown. It is
+	// read only while stopping_latency's condition holds, at most once
+	// an interval.
+	CPUPressure float64
+
+	// LiveGrowth is how much the live heap grew over LiveSpan, as a
+	// fraction of where it began (0.25 is 25%); negative when it shrank.
+	// The span is judged in time and in cycles: the oldest cycle the
+	// sampler saw end within the rate window, or, when fewer than the
+	// configured WithLiveHeapGrowth cycles ended in it, the one that many
+	// cycles back. The live heap is read at the cycles' ends, at most a
+	// few dozen points a window apart.
 	LiveGrowth float64
-	// LiveCycles is how many cycles LiveGrowth spans (at most the
-	// configured WithLiveHeapGrowth cycles).
+	// LiveCycles is how many cycles LiveGrowth spans.
 	LiveCycles int
-	// LiveRising reports that the live heap rose, allowing a 2% dip,
-	// from each of those cycles to the next.
+	// LiveSpan is the time LiveGrowth spans.
+	LiveSpan time.Duration
+	// LiveRising reports that the live heap rose over the span: it never
+	// fell by more than 2% from one point to the next.
 	LiveRising bool
 }
 
@@ -117,19 +135,21 @@ type workState struct {
 	stopPrev, totalPrev []uint64
 	stopSec, totalSec   float64
 
-	// The live heap at each cycle the sampler saw end, newest last.
-	live      [maxLiveCycles]uint64
-	liveN     int
-	liveNext  int
-	lastCycle uint64
+	runPrev []uint64
+	runSec  float64
+	runN    uint64
+
+	// The live heap at the ends of cycles, kept at most every
+	// rateWindow/liveSpacing, newest last (liveTrack).
+	live liveTrack
 }
 
 // accumulate adds the increments of a cumulative time histogram since the
 // previous round, each at its bucket's midpoint, to *sec, and returns how
-// prev is allocated on first use only.
-func accumulate(s []metrics.Sample, i int, prev *[]uint64, sec *float64) {
+// many observations they were; prev is allocated on first use only.
+func accumulate(s []metrics.Sample, i int, prev *[]uint64, sec *float64) (n uint64) {
 	if s[i].Value.Kind() != metrics.KindFloat64Histogram {
-		return
+		return 0
 	}
 	h := s[i].Value.Float64Histogram()
 	if len(*prev) != len(h.Counts) {
@@ -144,8 +164,10 @@ func accumulate(s []metrics.Sample, i int, prev *[]uint64, sec *float64) {
 		if d == 0 {
 			continue
 		}
+		n += d
 		*sec += float64(d) * midpoint(h.Buckets[j], h.Buckets[j+1])
 	}
+	return n
 }
 
 // midpoint is a histogram bucket's representative value: the middle of
@@ -167,37 +189,8 @@ func (w *workState) readWork(s []metrics.Sample, r *reading) {
 	accumulate(s, idxStoppingGC, &w.stopPrev, &w.stopSec)
 	accumulate(s, idxPausesGC, &w.totalPrev, &w.totalSec)
 	r.stwStopSec, r.stwTotalSec = w.stopSec, w.totalSec
-}
-
-// observeLive records the live heap when a cycle has ended since the
-// previous round, and fills the live-heap fields of wk over the latest
-// cycles.
-func (w *workState) observeLive(r *reading, cycles int, wk *Work) {
-	if r.cycles != w.lastCycle && r.cycles > 0 {
-		w.lastCycle = r.cycles
-		w.live[w.liveNext] = r.heapLive
-		w.liveNext = (w.liveNext + 1) % maxLiveCycles
-		w.liveN = min(w.liveN+1, maxLiveCycles)
-	}
-	n := min(w.liveN, cycles)
-	wk.LiveCycles, wk.LiveGrowth, wk.LiveRising = n, 0, false
-	if n < 2 {
-		return
-	}
-	at := func(i int) float64 { // i-th of the latest n, oldest first
-		return float64(w.live[(w.liveNext-n+i+2*maxLiveCycles)%maxLiveCycles])
-	}
-	first := at(0)
-	rising := true
-	for i := 1; i < n; i++ {
-		if at(i) < at(i-1)*(1-liveDip) {
-			rising = false
-		}
-	}
-	if first > 0 {
-		wk.LiveGrowth = (at(n-1) - first) / first
-	}
-	wk.LiveRising = rising && at(n-1) > first
+	w.runN += accumulate(s, idxSchedLatency, &w.runPrev, &w.runSec)
+	r.runWaitSec, r.runWaitN = w.runSec, w.runN
 }
 
 // work computes the round's Work from r and the point the rate window
@@ -213,9 +206,10 @@ func (s *Sampler) work(now time.Time, r *reading, b *ratePoint, sn *Snapshot) {
 	}
 	if sec := wk.Window.Seconds(); sec > 0 {
 		wk.CyclesPerMinute = float64(sub0(r.cycles, base.cycles)) / sec * 60
+		wk.ForcedCyclesPerMinute = float64(sub0(r.forced, base.forced)) / sec * 60
 		wk.AllocBytesPerSecond = float64(sub0(r.allocBytes, base.allocBytes)) / sec
 	} else {
-		wk.CyclesPerMinute, wk.AllocBytesPerSecond = 0, 0
+		wk.CyclesPerMinute, wk.ForcedCyclesPerMinute, wk.AllocBytesPerSecond = 0, 0, 0
 	}
 	share := func(cur, old float64) float64 {
 		d := r.cpuTotal - base.cpuTotal
@@ -241,7 +235,13 @@ func (s *Sampler) work(now time.Time, r *reading, b *ratePoint, sn *Snapshot) {
 
 	wk.ScanHeap, wk.ScanStack, wk.ScanGlobals = r.scanHeap, r.scanStack, r.scanGlobals
 	wk.Goroutines = r.goroutines
-	s.wstate.observeLive(r, s.cfg.liveCycles, wk)
+	if n := sub0(r.runWaitN, base.runWaitN); n > 0 {
+		wk.RunnableWait = secondsDuration((r.runWaitSec - base.runWaitSec) / float64(n))
+	} else {
+		wk.RunnableWait = 0
+	}
+	wk.CPUPressure = -1
+	s.wstate.live.observe(now, r, s.cfg.rateWindow, s.cfg.liveCycles, wk)
 }
 
 // secondsDuration converts seconds to a Duration, clamping negatives to 0.

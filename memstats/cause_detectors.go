@@ -2,25 +2,37 @@ package memstats
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
 // The cause detectors: why the GC works hard. Each decides from
 // Snapshot.Work (and the heap figures beside it) over the rate window, and
 // its Event says the cause in words (Event.Cause) with the number that
-// decided it. A healthy program fires none.
+// decided it, and what to change (Event.Fix). A healthy program fires none.
+//
+// They move with hysteresis (WithCauseHysteresis): a cause fires once its
+// condition has held for DefaultCauseFireAfter, resolves once it has not
+// held for DefaultCauseHold, and changes state at most once per
+// DefaultCauseHold. The Report, the live page and /metrics all read that
+// one state, so they say the same thing at the same moment. forced_gc
+// (DetectorForcedGC) is a cause too.
 const (
 	// DetectorAllocationDriven fires when GC cycles are frequent because
-	// the program allocates fast: at least DefaultAllocationCyclesPerMinute
-	// cycles a minute while the GC takes at least DefaultAllocationGCCPU
-	// of the CPU, over the rate window (WithAllocationDriven). Value and
-	// Threshold are cycles per minute. The allocating lines are the
-	// heap profile's business (package heapprofile).
+	// the program allocates fast: over the rate window, at least
+	// DefaultAllocationCyclesPerMinute cycles a minute that nobody forced,
+	// while the GC takes at least DefaultAllocationGCCPU of the CPU or the
+	// program allocates at least DefaultAllocationBytesPerSecond
+	// (WithAllocationDriven, WithAllocationRate). Value and Threshold are
+	// cycles per minute. The allocating lines are the heap profile's
+	// business (package heapprofile).
 	DetectorAllocationDriven = "allocation_driven"
-	// DetectorLiveHeapGrowth fires when the live heap rose over each of the
-	// latest DefaultLiveHeapGrowthCycles cycles (a 2% dip allowed), by at
-	// least 4 MiB, and either by DefaultLiveHeapGrowth of where it began or
-	// while above DefaultLiveHeapBytes (WithLiveHeapGrowth): something
+	// DetectorLiveHeapGrowth fires when the live heap rose over the rate
+	// window (a 2% dip allowed from one point to the next), judged in
+	// time and in cycles: over at least half the window and at least
+	// DefaultLiveHeapGrowthCycles cycles (see Work.LiveGrowth), by at
+	// least 4 MiB, and either by DefaultLiveHeapGrowth of where it began
+	// or while above DefaultLiveHeapBytes (WithLiveHeapGrowth): something
 	// keeps what it allocates, a cache or a leak. Value and Threshold are
 	// the growth as a fraction (0.25 is 25%).
 	DetectorLiveHeapGrowth = "live_heap_growth"
@@ -35,10 +47,14 @@ const (
 	// DetectorStoppingLatency fires when, over the rate window, at least
 	// DefaultStoppingShare of the GC's stop-the-world time was spent
 	// stopping the world, and stopping took DefaultStoppingMin or more
-	// per pause on average (WithStoppingLatency): a goroutine slow to
-	// reach a safe point (a long non-preemptible loop, a large memmove, a
-	// cgo or syscall transition) holds every other one up. Value and
-	// Threshold are that share.
+	// per pause on average (WithStoppingLatency). Its Event.Reason says
+	// why: ReasonCPUStarvation when the process's threads were short of
+	// CPU meanwhile (goroutines waited DefaultStoppingMin/2 or more on
+	// average to run, Work.RunnableWait, or the kernel's CPU pressure was
+	// at least DefaultCPUPressure, Work.CPUPressure), else
+	// ReasonSafePoint: a goroutine slow to reach a safe point (a long
+	// non-preemptible loop, a large memmove, a cgo or syscall transition)
+	// holds every other one up. Value and Threshold are that share.
 	DetectorStoppingLatency = "stopping_latency"
 	// DetectorAssistHeavy fires when mark assists, GC work charged to
 	// allocating goroutines, take at least DefaultAssistFraction of all
@@ -56,9 +72,28 @@ const (
 	// live heap run about this many.
 	DefaultAllocationCyclesPerMinute = 60
 	// DefaultAllocationGCCPU is the share of the CPU the GC must take for
-	// allocation_driven to fire (WithAllocationDriven): frequent cycles
+	// allocation_driven to fire (WithAllocationDriven), unless the
+	// program allocates DefaultAllocationBytesPerSecond: frequent cycles
 	// that cost little are no trouble.
 	DefaultAllocationGCCPU = 0.05
+	// DefaultAllocationBytesPerSecond is the allocation rate at which
+	// frequent cycles are allocation-driven whatever the GC's share of
+	// the CPU (WithAllocationRate): on a machine with many cores the GC
+	// takes a small share of a large total, and at 64 MiB/s the program's
+	// own allocation is the lever.
+	DefaultAllocationBytesPerSecond = 64 << 20
+
+	// DefaultCauseFireAfter is how long a cause's condition must hold
+	// before it fires, and DefaultCauseHold how long it must not hold
+	// before it resolves, and the least time between two of its changes
+	// (WithCauseHysteresis): at most one transition a minute for each.
+	DefaultCauseFireAfter = 10 * time.Second
+	DefaultCauseHold      = time.Minute
+
+	// DefaultCPUPressure is the kernel's CPU pressure (the share of time
+	// some thread of the process waited for a CPU, avg10) from which
+	// stopping_latency is put down to CPU starvation.
+	DefaultCPUPressure = 0.10
 
 	// DefaultLiveHeapGrowthCycles is how many consecutive GC cycles the
 	// live heap must rise over for live_heap_growth (WithLiveHeapGrowth).
@@ -101,15 +136,21 @@ const (
 // minimum heap the goal, and so the GC's pace, does not move.
 const liveGrowthMinBytes = 4 << 20
 
-// numCauses is how many cause detectors there are, from detAllocation on.
+// numCauses is how many cause detectors there are from detAllocation on;
+// forced_gc, which comes before, is one too.
 const numCauses = numDetectors - detAllocation
+
+// isCause reports whether detector i is a cause.
+func isCause(i int) bool { return i == detForced || i >= detAllocation }
 
 // CauseDetectors returns the names of the cause detectors, in the order
 // their Events are produced.
 func CauseDetectors() []string {
-	names := make([]string, 0, numCauses)
-	for i := detAllocation; i < numDetectors; i++ {
-		names = append(names, detectorName(i))
+	names := make([]string, 0, numCauses+1)
+	for i := range numDetectors {
+		if isCause(i) {
+			names = append(names, detectorName(i))
+		}
 	}
 	return names
 }
@@ -117,7 +158,7 @@ func CauseDetectors() []string {
 // IsCause reports whether name is a cause detector's.
 func IsCause(name string) bool {
 	i := detectorIndex(name)
-	return i >= detAllocation
+	return i >= 0 && isCause(i)
 }
 
 func (d *detectors) initCauses() {
@@ -134,42 +175,151 @@ func (d *detectors) causes(s *Snapshot, evs *[numDetectors]Event, n int) int {
 	c, wk, now := d.cfg, &s.Work, s.Time
 	var cond [numCauses]bool
 	var value [numCauses]float64
+	var reason, fix [numCauses]string
 
 	// The rates need a quarter of the rate window at least: two rounds a
 	// millisecond apart with a GC cycle between them make 60 000 cycles
 	// a minute, and the first round's lifetime figures say nothing of now.
 	rated := wk.Window > 0 && wk.Window >= c.rateWindow/4
 
-	// allocation_driven: frequent cycles that cost CPU.
-	value[0] = wk.CyclesPerMinute
-	cond[0] = rated && wk.CyclesPerMinute >= c.allocCyclesPerMinute && s.GCCPUFraction >= c.allocGCCPU
+	// allocation_driven: frequent cycles nobody forced, that cost CPU or
+	// come from a fast allocation rate.
+	unforced := max(wk.CyclesPerMinute-wk.ForcedCyclesPerMinute, 0)
+	value[0] = unforced
+	cond[0] = rated && unforced >= c.allocCyclesPerMinute &&
+		(s.GCCPUFraction >= c.allocGCCPU || wk.AllocBytesPerSecond >= c.allocBytesPerSecond)
+	if cond[0] {
+		fix[0] = allocationFix(s, unforced)
+	}
 
-	// live_heap_growth: rising over the cycles, by enough.
+	// live_heap_growth: rising over the window and the cycles, by enough.
 	value[1] = wk.LiveGrowth
-	grown := float64(s.HeapLive) * wk.LiveGrowth / (1 + wk.LiveGrowth) // bytes since the first cycle
-	cond[1] = wk.LiveRising && wk.LiveCycles >= c.liveCycles && grown >= liveGrowthMinBytes &&
-		(wk.LiveGrowth >= c.liveGrowth || s.HeapLive >= c.liveBytes)
+	grown := float64(s.HeapLive) * wk.LiveGrowth / (1 + wk.LiveGrowth) // bytes over the span
+	cond[1] = wk.LiveRising && wk.LiveCycles >= c.liveCycles && wk.LiveSpan >= c.rateWindow/2 &&
+		grown >= liveGrowthMinBytes && (wk.LiveGrowth >= c.liveGrowth || s.HeapLive >= c.liveBytes)
 
 	// memory_limit_pressure: the limit holds the goal, or the limiter ran.
 	value[2] = squeeze(s)
 	cond[2] = value[2] >= c.limitSqueeze || wk.LimiterEngaged
 
-	// stopping_latency: most of the pause spent stopping, and long.
+	// stopping_latency: most of the pause spent stopping, and long; and
+	// whether the threads were starved of CPU meanwhile.
 	if wk.StopTheWorld > 0 {
 		value[3] = wk.Stopping.Seconds() / wk.StopTheWorld.Seconds()
 	}
 	cond[3] = rated && wk.StopTheWorldCount > 0 && value[3] >= c.stoppingShare &&
 		wk.Stopping >= c.stoppingMin*time.Duration(wk.StopTheWorldCount)
+	if cond[3] || d.st[detStopping].firing {
+		wk.CPUPressure = d.cpuPressure(now)
+		reason[3] = ReasonSafePoint
+		if wk.RunnableWait >= c.stoppingMin/2 || wk.CPUPressure >= DefaultCPUPressure {
+			reason[3] = ReasonCPUStarvation
+		}
+	}
 
 	// assist_heavy.
 	value[4] = wk.AssistFraction
 	cond[4] = rated && wk.AssistFraction >= c.assistFraction
 
+	fix[1] = fixLiveGrowth
+	fix[2] = fixMemoryLimit
+	fix[3] = fixSafePoint
+	if reason[3] == ReasonCPUStarvation {
+		fix[3] = fixStarvation
+	}
+	fix[4] = fixAssist
+
 	for k := range numCauses {
 		d.causeSince[k] = episode(cond[k], d.causeSince[k], now)
-		n = d.step(detAllocation+k, cond[k], value[k], d.causeSince[k], now, evs, n)
+		i := detAllocation + k
+		m := d.step(i, cond[k], value[k], d.causeSince[k], now, evs, n)
+		d.annotate(i, reason[k], fix[k], evs[n:m])
+		n = m
 	}
 	return n
+}
+
+// The fixes that need no number of the round's.
+const (
+	fixForced      = "remove the call, or make it rare: the runtime paces the GC itself, and a forced cycle stops the program's allocation until its mark ends"
+	fixLiveGrowth  = "bound what the lines named keep (a cache's size, a map's keys, a slice kept past its use); if the growth is a warm-up, it stops"
+	fixMemoryLimit = "raise the memory limit (GOMEMLIMIT, debug.SetMemoryLimit) if the host has the memory, or keep less: the GC runs to stay under it"
+	fixSafePoint   = "find the goroutine that does not stop: a tight loop without calls, a large copy, a long cgo or system call; an execution trace (runtime/trace) shows which one ran through the stop"
+	fixStarvation  = "give the process the CPU it needs (its CPU request and limit, a less busy node); GOMAXPROCS above the CPU it gets makes it worse"
+	fixAssist      = "allocate less at the lines named, or give the GC more room (a higher GOGC, a memory limit) so that marking starts less often"
+)
+
+// annotate sets the reason and the fix of a firing cause's event, and of
+// the event it just produced, if any; a resolving event keeps its
+// episode's.
+func (d *detectors) annotate(i int, reason, fix string, produced []Event) {
+	st := &d.st[i]
+	if !st.firing {
+		return
+	}
+	if reason != "" {
+		st.event.Reason = reason
+	}
+	if fix != "" {
+		st.event.Fix = fix
+	}
+	for j := range produced {
+		produced[j].Reason, produced[j].Fix = st.event.Reason, st.event.Fix
+	}
+}
+
+// cpuPressure returns the kernel's CPU pressure, asking at most once an
+// interval; negative when unknown.
+func (d *detectors) cpuPressure(now time.Time) float64 {
+	if d.pressureAt.IsZero() || now.Sub(d.pressureAt) >= d.cfg.interval {
+		d.pressureAt = now
+		d.pressure = -1
+		if v, ok := d.cfg.pressure(); ok {
+			d.pressure = v
+		}
+	}
+	return d.pressure
+}
+
+// allocationFix is allocation_driven's advice. With a tiny live heap the
+// GC runs every few MiB allocated whatever the program does, and GOGC (or
+// a memory limit with GOGC off) is the lever: it says which value, and
+// what it would give. Otherwise the allocating lines are.
+func allocationFix(s *Snapshot, cyclesPerMinute float64) string {
+	wk := &s.Work
+	tiny := wk.GoalSetBy == GoalByHeapMinimum || s.HeapLive < tinyLiveHeap
+	if !tiny || s.GOGC <= 0 || cyclesPerMinute <= 0 {
+		return "allocate less at the lines named: reuse buffers, avoid copies and conversions, pool short-lived objects"
+	}
+	// Cycles come every (goal - live) bytes allocated. Raising GOGC from
+	// g to 4g gives about four times the headroom, so a quarter of the
+	// cycles, for about three times the headroom in heap.
+	headroom := uint64(0)
+	if s.HeapGoal > s.HeapLive {
+		headroom = s.HeapGoal - s.HeapLive
+	}
+	g := s.GOGC * 4
+	return fmt.Sprintf("the live heap is only %s, so the GC runs every %s allocated; GOGC=%d would run it about %.0f times a minute instead of %.0f, for about %s more heap; or set GOMEMLIMIT to what the process may use (for example %s) with GOGC=off",
+		mib(s.HeapLive), mib(headroom), g, cyclesPerMinute/4, cyclesPerMinute, mib(3*headroom), mib(limitSuggestion(s.HeapLive)))
+}
+
+// tinyLiveHeap is the live heap under which allocation_driven suggests
+// GOGC: twice the runtime's minimum heap.
+const tinyLiveHeap = 2 * heapMinimum
+
+// limitSuggestion is a memory limit to suggest for a tiny live heap: room
+// for 64 MiB of garbage over the live heap, rounded up to 16 MiB.
+func limitSuggestion(live uint64) uint64 {
+	v := live + 64<<20
+	return (v + 16<<20 - 1) / (16 << 20) * (16 << 20)
+}
+
+// mib formats bytes as MiB with one decimal, or KiB under one MiB.
+func mib(b uint64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%.0f KiB", math.Ceil(float64(b)/1024))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
 }
 
 // Cause returns a cause detector's event in words, with the number that
@@ -178,11 +328,14 @@ func (d *detectors) causes(s *Snapshot, evs *[numDetectors]Event, n int) int {
 // Detector, Value and Threshold say it all.
 func (e Event) Cause() string {
 	switch e.Detector {
+	case DetectorForcedGC:
+		return fmt.Sprintf("forced GC: %.0f cycles a minute forced by runtime.GC or debug.FreeOSMemory (threshold %.0f): the program collects when the runtime would not",
+			e.Value, e.Threshold)
 	case DetectorAllocationDriven:
-		return fmt.Sprintf("allocation-driven: %.0f GC cycles a minute (threshold %.0f): the program allocates fast enough to keep the GC running; see the allocating sites",
+		return fmt.Sprintf("allocation-driven: %.0f GC cycles a minute nobody forced (threshold %.0f): the program allocates fast enough to keep the GC running",
 			e.Value, e.Threshold)
 	case DetectorLiveHeapGrowth:
-		return fmt.Sprintf("live-heap growth: the live heap grew %.0f%% over the latest cycles (threshold %.0f%%): something keeps what it allocates; see the growing sites",
+		return fmt.Sprintf("live-heap growth: the live heap grew %.0f%% over the latest window (threshold %.0f%%): something keeps what it allocates, a cache or a leak",
 			100*e.Value, 100*e.Threshold)
 	case DetectorMemoryLimitPressure:
 		if e.Value < e.Threshold {
@@ -195,6 +348,10 @@ func (e Event) Cause() string {
 		return fmt.Sprintf("memory-limit pressure: the memory limit holds the heap goal %.2fx below what GOGC would allow (threshold %.2fx): the GC runs early and often to stay under it",
 			e.Value, e.Threshold)
 	case DetectorStoppingLatency:
+		if e.Reason == ReasonCPUStarvation {
+			return fmt.Sprintf("CPU starvation: %.0f%% of the GC's stop-the-world time was spent stopping the world (threshold %.0f%%) while the process's threads waited for a CPU: the node or the container's CPU limit is short of CPU, not a goroutine of the program",
+				100*e.Value, 100*e.Threshold)
+		}
 		return fmt.Sprintf("stopping latency: %.0f%% of the GC's stop-the-world time was spent stopping the world (threshold %.0f%%): a goroutine is slow to reach a safe point",
 			100*e.Value, 100*e.Threshold)
 	case DetectorAssistHeavy:

@@ -122,21 +122,22 @@ func TestCauseDetectors(t *testing.T) {
 				r.heapGoal = 2 * r.heapLive
 			}},
 			secs: 6,
-			// 4 cycles seen by the 4th round: 20+2..28 MiB grows 25% >= 10%.
-			want: []string{"04:live_heap_growth+"},
+			// Judged over half the 10 s window at least: by the 6th
+			// round the span is 5 s and 5 cycles, 22..32 MiB, 45% >= 10%.
+			want: []string{"06:live_heap_growth+"},
 			after: func(t *testing.T, sn Snapshot) {
-				if !sn.Work.LiveRising || sn.Work.LiveCycles != 4 {
-					t.Errorf("Work = %+v, want rising over 4 cycles", sn.Work)
+				if !sn.Work.LiveRising || sn.Work.LiveCycles != 5 || sn.Work.LiveSpan != 5*time.Second {
+					t.Errorf("Work = %+v, want rising over 5 cycles and 5 s", sn.Work)
 				}
 			},
 		},
 		{
-			name: "a large live heap rising by less than 4 MiB",
+			name: "a large live heap rising by less than 4 MiB over the window",
 			p: program{cyclesPerSec: 1, gcCPU: 0.01, liveStep: func(r *reading) {
-				r.heapLive += 1 * mib
+				r.heapLive += 300 << 10
 			}},
 			init: func(r *reading) { base(r); r.heapLive = 600 * mib },
-			secs: 6,
+			secs: 20,
 		},
 		{
 			name: "live heap growing under 4 MiB over the cycles",
@@ -153,7 +154,7 @@ func TestCauseDetectors(t *testing.T) {
 			}},
 			init: func(r *reading) { base(r); r.heapLive = 600 * mib },
 			secs: 6,
-			want: []string{"04:live_heap_growth+"}, // 6 MiB over 4 cycles: 1%, but above 500 MiB
+			want: []string{"06:live_heap_growth+"}, // 10 MiB over 5 s: 1.7%, but above 500 MiB
 		},
 		{
 			name: "a flat live heap with noise",
@@ -279,13 +280,15 @@ func TestCauseWords(t *testing.T) {
 		give Event
 		want string
 	}{
-		{Event{Detector: DetectorAllocationDriven, Value: 412, Threshold: 60}, "allocation-driven: 412 GC cycles a minute (threshold 60)"},
-		{Event{Detector: DetectorLiveHeapGrowth, Value: 0.38, Threshold: 0.1}, "live-heap growth: the live heap grew 38% over the latest cycles (threshold 10%)"},
+		{Event{Detector: DetectorAllocationDriven, Value: 412, Threshold: 60}, "allocation-driven: 412 GC cycles a minute nobody forced (threshold 60)"},
+		{Event{Detector: DetectorLiveHeapGrowth, Value: 0.38, Threshold: 0.1}, "live-heap growth: the live heap grew 38% over the latest window (threshold 10%)"},
 		{Event{Detector: DetectorMemoryLimitPressure, Value: 2.1, Threshold: 1.05}, "memory limit holds the heap goal 2.10x below"},
 		{Event{Detector: DetectorMemoryLimitPressure, Value: maxSqueeze, Threshold: 1.05}, "GOGC is off"},
 		{Event{Detector: DetectorStoppingLatency, Value: 0.73, Threshold: 0.5}, "73% of the GC's stop-the-world time was spent stopping"},
+		{Event{Detector: DetectorStoppingLatency, Value: 0.73, Threshold: 0.5, Reason: ReasonCPUStarvation}, "CPU starvation: 73%"},
 		{Event{Detector: DetectorAssistHeavy, Value: 0.12, Threshold: 0.05}, "mark assists took 12.0% of the CPU (threshold 5.0%)"},
-		{Event{Detector: DetectorForcedGC, Value: 9, Threshold: 5}, ""},
+		{Event{Detector: DetectorForcedGC, Value: 9, Threshold: 5}, "forced GC: 9 cycles a minute forced by runtime.GC or debug.FreeOSMemory (threshold 5)"},
+		{Event{Detector: DetectorQueueLatency, Value: 9, Threshold: 5}, ""},
 	}
 	for _, tt := range tests {
 		got := tt.give.Cause()
@@ -293,7 +296,7 @@ func TestCauseWords(t *testing.T) {
 			t.Errorf("%s: Cause() = %q, want it to contain %q", tt.give.Detector, got, tt.want)
 		}
 	}
-	if n := len(CauseDetectors()); n != 5 || !IsCause(DetectorAssistHeavy) || IsCause(DetectorForcedGC) {
+	if n := len(CauseDetectors()); n != 6 || !IsCause(DetectorAssistHeavy) || !IsCause(DetectorForcedGC) || IsCause(DetectorQueueLatency) || IsCause("nonsense") {
 		t.Errorf("CauseDetectors %v", CauseDetectors())
 	}
 }

@@ -107,13 +107,38 @@ type Event struct {
 	// about ("finalizer" or "cleanup", and "function file:line"); empty
 	// for the other detectors.
 	Kind, Site string
+	// Reason tells apart the causes one detector can have: for
+	// stopping_latency, ReasonCPUStarvation or ReasonSafePoint; empty
+	// for the other detectors.
+	Reason string
+	// Fix is what to change, in words with numbers where the detector
+	// has them (e.g. the GOGC to set for an allocation-driven program
+	// with a tiny live heap); empty when the event itself has nothing to
+	// add to Cause.
+	Fix string
 }
+
+// The reasons of a stopping_latency event (Event.Reason).
+const (
+	// ReasonCPUStarvation: the threads were short of CPU while the world
+	// stopped (the node, or the container's CPU limit): goroutines
+	// waited long to run, or the kernel's CPU pressure was high.
+	ReasonCPUStarvation = "cpu_starvation"
+	// ReasonSafePoint: CPU was there, and a goroutine was slow to reach
+	// a safe point.
+	ReasonSafePoint = "safe_point"
+)
 
 // detState is one detector's state across rounds.
 type detState struct {
 	firing    bool
 	threshold float64
 	event     Event // the firing event, Value kept current; for Active
+
+	// The hysteresis of a cause detector (WithCauseHysteresis): when its
+	// condition last stopped holding while it fired, and when it last
+	// changed state.
+	offSince, changed time.Time
 }
 
 // detectors holds every detector's state. It is part of the sampler's
@@ -129,6 +154,11 @@ type detectors struct {
 	mcacheAbove               time.Time // since when above; zero if not
 	forcedSince, latencySince time.Time
 	causeSince                [numCauses]time.Time
+
+	// The kernel's CPU pressure for stopping_latency, and when it was
+	// read.
+	pressure   float64
+	pressureAt time.Time
 
 	// finalizer_blocked: the latest answer of cfg.running, and when it
 	// was asked.
@@ -175,7 +205,9 @@ func (d *detectors) evaluate(s *Snapshot, evs *[numDetectors]Event) int {
 	// forced_gc.
 	forced := s.ForcedPerMinute >= d.cfg.forcedPerMinute
 	d.forcedSince = episode(forced, d.forcedSince, now)
-	n = d.step(detForced, forced, s.ForcedPerMinute, d.forcedSince, now, evs, n)
+	m := d.step(detForced, forced, s.ForcedPerMinute, d.forcedSince, now, evs, n)
+	d.annotate(detForced, "", fixForced, evs[n:m])
+	n = m
 
 	// mcache_inuse, sustained.
 	above := s.MCacheInuse > d.cfg.mcacheBytes
@@ -229,14 +261,24 @@ func episode(cond bool, since, now time.Time) time.Time {
 }
 
 // step moves detector i to its new state and appends the event, if any.
+// A cause detector (IsCause) moves with hysteresis: it fires once its
+// condition has held for the configured time, resolves once the condition
+// has not held for the hold time, and changes state at most once per hold
+// time, so a condition that flickers logs nothing and one that holds logs
+// one line.
 func (d *detectors) step(i int, cond bool, value float64, since, now time.Time, evs *[numDetectors]Event, n int) int {
 	if d.cfg.disabled[i] {
 		return n
 	}
 	st := &d.st[i]
+	hyst := isCause(i)
+	settled := !hyst || st.changed.IsZero() || now.Sub(st.changed) >= d.cfg.causeHold
 	switch {
 	case cond && !st.firing:
-		st.firing = true
+		if hyst && (now.Sub(since) < d.cfg.causeFireAfter || !settled) {
+			return n
+		}
+		st.firing, st.changed, st.offSince = true, now, time.Time{}
 		st.event = Event{
 			Detector:  detectorName(i),
 			Value:     value,
@@ -248,12 +290,19 @@ func (d *detectors) step(i int, cond bool, value float64, since, now time.Time, 
 		evs[n] = st.event
 		n++
 	case !cond && st.firing:
-		st.firing = false
+		if st.offSince.IsZero() {
+			st.offSince = now
+		}
+		if hyst && (now.Sub(st.offSince) < d.cfg.causeHold || !settled) {
+			return n
+		}
+		st.firing, st.changed, st.offSince = false, now, time.Time{}
 		e := st.event
 		e.Value, e.Time, e.Firing = value, now, false
 		evs[n] = e
 		n++
 	case cond:
+		st.offSince = time.Time{}
 		st.event.Value = value
 	}
 	return n

@@ -91,6 +91,7 @@
 //	Drops                         sentinel wake-ups dropped while one was pending
 //	PauseHistogram                every per-cycle pause seen (debug.ReadGCStats), in PauseBuckets
 //	Work.CyclesPerMinute          Δ /gc/cycles/total:gc-cycles over WithRateWindow
+//	Work.ForcedCyclesPerMinute    Δ /gc/cycles/forced:gc-cycles over the same span
 //	Work.AllocBytesPerSecond      Δ /gc/heap/allocs:bytes over WithRateWindow
 //	Work.*Fraction                Δ /cpu/classes/gc/mark/{assist,dedicated,idle}, /cpu/classes/gc/pause
 //	                              ÷ Δ /cpu/classes/total over WithRateWindow
@@ -100,7 +101,11 @@
 //	Work.LimiterLastEnabled       /gc/limiter/last-enabled:gc-cycle
 //	Work.Scan*                    /gc/scan/heap:bytes, /gc/scan/stack:bytes, /gc/scan/globals:bytes
 //	Work.Goroutines               /sched/goroutines:goroutines
-//	Work.LiveGrowth, LiveRising   HeapLive at each cycle the sampler saw end
+//	Work.RunnableWait             Δ /sched/latencies:seconds (sum at bucket midpoints ÷ count) over WithRateWindow
+//	Work.CPUPressure              "some avg10" of the cgroup's cpu.pressure, else /proc/pressure/cpu
+//	                              (Linux), read only while stopping_latency's condition holds
+//	Work.Live*                    HeapLive at the ends of cycles, a point at most every WithRateWindow/32,
+//	                              over the rate window and at least WithLiveHeapGrowth's cycles
 //
 // A metric the running Go does not support is skipped and its field stays
 // zero.
@@ -125,19 +130,28 @@
 //	                         Event.Kind and Event.Site name it
 //
 // The cause detectors say why the GC works hard, each in words with the
-// number that decided it (Event.Cause); a healthy program fires none:
+// number that decided it (Event.Cause) and what to change (Event.Fix); a
+// healthy program fires none. forced_gc, above, is one of them:
 //
-//	allocation_driven        DefaultAllocationCyclesPerMinute GC cycles a minute or more while the
-//	                         GC takes DefaultAllocationGCCPU of the CPU (WithAllocationDriven)
-//	live_heap_growth         the live heap rising over DefaultLiveHeapGrowthCycles cycles by 4 MiB
-//	                         and DefaultLiveHeapGrowth, or above DefaultLiveHeapBytes (WithLiveHeapGrowth)
+//	allocation_driven        DefaultAllocationCyclesPerMinute GC cycles a minute or more that nobody
+//	                         forced, while the GC takes DefaultAllocationGCCPU of the CPU or the program
+//	                         allocates DefaultAllocationBytesPerSecond (WithAllocationDriven,
+//	                         WithAllocationRate); with a tiny live heap, Fix gives the GOGC to set
+//	live_heap_growth         the live heap rising over the rate window (half of it at least) and
+//	                         DefaultLiveHeapGrowthCycles cycles, by 4 MiB and DefaultLiveHeapGrowth,
+//	                         or above DefaultLiveHeapBytes (WithLiveHeapGrowth)
 //	memory_limit_pressure    the memory limit holding the heap goal DefaultMemoryLimitSqueeze times
 //	                         below GOGC's, or the GC CPU limiter enabled (WithMemoryLimitPressure)
 //	stopping_latency         DefaultStoppingShare of stop-the-world time spent stopping, at least
-//	                         DefaultStoppingMin per pause (WithStoppingLatency)
+//	                         DefaultStoppingMin per pause (WithStoppingLatency); Event.Reason says
+//	                         CPU starvation or a goroutine slow to reach a safe point
 //	assist_heavy             mark assists taking DefaultAssistFraction of the CPU (WithAssistHeavy)
 //
 // The rate-based ones judge the rate window once a quarter of it has been
-// observed. WithoutDetector turns one off. Time-based conditions follow the Clock
+// observed. Every cause moves with hysteresis (WithCauseHysteresis): it
+// fires once its condition has held DefaultCauseFireAfter, resolves once
+// it has not held for DefaultCauseHold, and changes state at most once per
+// DefaultCauseHold, so a log of its events has at most one line a minute
+// per cause. WithoutDetector turns one off. Time-based conditions follow the Clock
 // (WithClock), so they can be tested without sleeping.
 package memstats

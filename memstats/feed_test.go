@@ -21,10 +21,13 @@ type fed struct {
 func newFed(t *testing.T, opts ...Option) *fed {
 	t.Helper()
 	clk := newManualClock()
-	s, err := New(append([]Option{WithClock(clk)}, opts...)...)
+	// No hysteresis unless the test asks: most tests look at the
+	// conditions themselves (TestCauseHysteresis looks at the rest).
+	s, err := New(append([]Option{WithClock(clk), WithCauseHysteresis(0, 0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.cfg.pressure = func() (float64, bool) { return 0, false }
 	f := &fed{t: t, s: s, clk: clk}
 	s.read = func(_ time.Time, r *reading) { *r = f.r }
 	s.Subscribe(func(e Event) {

@@ -148,6 +148,12 @@ type config struct {
 	stoppingShare        float64
 	stoppingMin          time.Duration
 	assistFraction       float64
+	allocBytesPerSecond  float64
+	causeFireAfter       time.Duration
+	causeHold            time.Duration
+	// pressure reads the kernel's CPU pressure (pressure.go); a test's
+	// in tests.
+	pressure func() (float64, bool)
 }
 
 func defaultConfig() config {
@@ -177,6 +183,10 @@ func defaultConfig() config {
 		stoppingShare:        DefaultStoppingShare,
 		stoppingMin:          DefaultStoppingMin,
 		assistFraction:       DefaultAssistFraction,
+		allocBytesPerSecond:  DefaultAllocationBytesPerSecond,
+		causeFireAfter:       DefaultCauseFireAfter,
+		causeHold:            DefaultCauseHold,
+		pressure:             readCPUPressure,
 	}
 }
 
@@ -433,8 +443,9 @@ func fraction(option, what string, v float64) error {
 }
 
 // WithAllocationDriven configures the allocation_driven detector: it fires
-// when, over the rate window, GC cycles run at cyclesPerMinute or more
-// while the GC takes at least gcCPU (a fraction in (0, 1]) of the CPU.
+// when, over the rate window, GC cycles nobody forced run at
+// cyclesPerMinute or more while the GC takes at least gcCPU (a fraction in
+// (0, 1]) of the CPU or the program allocates at the WithAllocationRate.
 // Defaults DefaultAllocationCyclesPerMinute and DefaultAllocationGCCPU.
 func WithAllocationDriven(cyclesPerMinute, gcCPU float64) Option {
 	return func(c *config) error {
@@ -449,10 +460,41 @@ func WithAllocationDriven(cyclesPerMinute, gcCPU float64) Option {
 	}
 }
 
+// WithAllocationRate sets the allocation rate, in bytes a second, at which
+// frequent GC cycles are allocation_driven whatever the GC's share of the
+// CPU (see WithAllocationDriven). Default DefaultAllocationBytesPerSecond.
+func WithAllocationRate(bytesPerSecond float64) Option {
+	return func(c *config) error {
+		if !(bytesPerSecond > 0) || math.IsInf(bytesPerSecond, 0) {
+			return optionErr("WithAllocationRate", "rate must be positive and finite, got %v", bytesPerSecond)
+		}
+		c.allocBytesPerSecond = bytesPerSecond
+		return nil
+	}
+}
+
+// WithCauseHysteresis sets how the cause detectors (CauseDetectors) move:
+// a cause fires once its condition has held for fireAfter, resolves once
+// it has not held for hold, and changes state at most once per hold.
+// Both are between 0 (no hysteresis) and an hour. Defaults
+// DefaultCauseFireAfter and DefaultCauseHold.
+func WithCauseHysteresis(fireAfter, hold time.Duration) Option {
+	return func(c *config) error {
+		for _, d := range [...]time.Duration{fireAfter, hold} {
+			if d < 0 || d > time.Hour {
+				return optionErr("WithCauseHysteresis", "durations must be between 0 and 1h, got %v", d)
+			}
+		}
+		c.causeFireAfter, c.causeHold = fireAfter, hold
+		return nil
+	}
+}
+
 // WithLiveHeapGrowth configures the live_heap_growth detector: it fires
-// when the live heap rose over each of the latest cycles (between 2 and
-// 64), by at least 4 MiB and either by growth (a fraction > 0: 0.1 is 10%)
-// of where it began or while above largeBytes. Defaults
+// when the live heap rose over the rate window, spanning at least half of
+// it and at least cycles cycles (between 2 and 64), by at least 4 MiB and
+// either by growth (a fraction > 0: 0.1 is 10%) of where it began or while
+// above largeBytes. Defaults
 // DefaultLiveHeapGrowthCycles, DefaultLiveHeapGrowth and
 // DefaultLiveHeapBytes.
 func WithLiveHeapGrowth(cycles int, growth float64, largeBytes uint64) Option {

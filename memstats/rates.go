@@ -22,6 +22,8 @@ type ratePoint struct {
 	cpuAssist, cpuDedicated   float64
 	cpuIdle, cpuPause         float64
 	stwStopSec, stwTotalSec   float64
+	runWaitSec                float64
+	runWaitN                  uint64
 }
 
 // rateRing computes GCCPUFraction and ForcedPerMinute over a trailing
@@ -34,15 +36,20 @@ type rateRing struct {
 	forced forcedRing
 }
 
-// forcedRingSize bounds the rounds that saw forced cycles kept for the
-// window. With more such rounds inside one window the count is a lower
-// bound of at least forcedRingSize cycles, far above any useful threshold.
-const forcedRingSize = 256
+// forcedRingSize bounds the steps kept for the window, and forcedSpacing
+// is how many steps a window holds at most: rounds that saw forced cycles
+// closer together share a step, so the ring always spans two windows and
+// the count is exact to within window/forcedSpacing (under 1%).
+const (
+	forcedRingSize = 256
+	forcedSpacing  = forcedRingSize / 2
+)
 
 // forcedStep is a round that saw the forced-cycle count move: from before
 // to the count at t.
 type forcedStep struct {
-	t      time.Time
+	t      time.Time // the latest round the step took in
+	first  time.Time // the first
 	before uint64
 }
 
@@ -64,10 +71,19 @@ type forcedRing struct {
 // rounds in (t-window, t] observed.
 func (f *forcedRing) observe(t time.Time, count uint64, window time.Duration) uint64 {
 	if f.seen && count > f.last {
-		f.steps[f.next] = forcedStep{t: t, before: f.last}
-		f.next = (f.next + 1) % forcedRingSize
-		if f.n < forcedRingSize {
-			f.n++
+		if newest := &f.steps[(f.next-1+forcedRingSize)%forcedRingSize]; f.n > 0 && t.Sub(newest.first) < window/forcedSpacing {
+			// Rounds closer than window/forcedSpacing share a step: a
+			// runtime.GC loop wakes the sampler every cycle, and a
+			// step a round would fill the ring in a fraction of the
+			// window. The count may then take in up to
+			// window/forcedSpacing before the window's start.
+			newest.t = t
+		} else {
+			f.steps[f.next] = forcedStep{t: t, first: t, before: f.last}
+			f.next = (f.next + 1) % forcedRingSize
+			if f.n < forcedRingSize {
+				f.n++
+			}
 		}
 	} else if count < f.last {
 		f.n = 0 // the count went back: a different source; start over

@@ -25,6 +25,7 @@ const (
 	keyDetSite = attribute.Key("gcprobe.detector.site")
 	// A cause detector, firing: the cause in words (memstats.Event.Cause).
 	keyDetCause = attribute.Key("gcprobe.detector.cause")
+	keyDetFix   = attribute.Key("gcprobe.detector.fix")
 )
 
 // detectorQueue hands detector events from the sampler's goroutine to the
@@ -116,6 +117,9 @@ func detectorEventOptions(e *memstats.Event) []trace.EventOption {
 	}
 	if c := e.Cause(); c != "" && e.Firing {
 		opts = append(opts, trace.WithAttributes(keyDetCause.String(c)))
+		if e.Fix != "" {
+			opts = append(opts, trace.WithAttributes(keyDetFix.String(e.Fix)))
+		}
 	}
 	if !e.Time.IsZero() {
 		opts = append(opts, trace.WithTimestamp(e.Time))

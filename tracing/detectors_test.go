@@ -12,7 +12,7 @@ import (
 // A real sampler's forced_gc detector, fired by runtime.GC, reaches the
 // trace as a gcprobe.detector span from the reporter's goroutine.
 func TestDetectorSpan(t *testing.T) {
-	s := newSampler(t, memstats.WithForcedGC(0.001))
+	s := newSampler(t, memstats.WithForcedGC(0.001), memstats.WithCauseHysteresis(0, 0))
 	tp, rec := newRecorder(t)
 	r := newReporter(t, WithTracerProvider(tp), WithWatcher(newWatcher(t)), WithSampler(s))
 	if err := r.Start(); err != nil {
@@ -50,8 +50,9 @@ func TestDetectorSpan(t *testing.T) {
 		if _, err := time.Parse(time.RFC3339Nano, since); err != nil {
 			t.Errorf("since %q: %v", since, err)
 		}
-		if len(ea) != 5 {
-			t.Errorf("event has %d attributes, want 5: %v", len(ea), ea)
+		// forced_gc is a cause: its firing event says it, and the fix.
+		if len(ea) != 7 || ea["gcprobe.detector.cause"] == nil || ea["gcprobe.detector.fix"] == nil {
+			t.Errorf("event has %d attributes, want 7 with the cause and the fix: %v", len(ea), ea)
 		}
 		if e.Time.IsZero() || span.StartTime().After(e.Time) || span.EndTime().Before(e.Time) {
 			t.Errorf("event at %v outside its span %v..%v", e.Time, span.StartTime(), span.EndTime())
@@ -129,7 +130,7 @@ func TestDetectorEventSaysCause(t *testing.T) {
 		t.Fatalf("%d spans", len(spans))
 	}
 	fired := attrs(t, spans[0].Events()[0].Attributes)
-	if c, _ := fired["gcprobe.detector.cause"].(string); !strings.HasPrefix(c, "allocation-driven: 412 GC cycles a minute (threshold 60)") {
+	if c, _ := fired["gcprobe.detector.cause"].(string); !strings.HasPrefix(c, "allocation-driven: 412 GC cycles a minute nobody forced (threshold 60)") {
 		t.Errorf("firing cause event: cause %q", c)
 	}
 	if _, ok := attrs(t, spans[0].Events()[1].Attributes)["gcprobe.detector.cause"]; ok {

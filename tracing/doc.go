@@ -161,6 +161,7 @@
 //	gcprobe.detector.site              finalizer_blocked only: the blocking callback's site, "function file:line"
 //	gcprobe.detector.cause             a cause detector firing (memstats.CauseDetectors): the cause in words
 //	                                   with the number that decided it (memstats.Event.Cause)
+//	gcprobe.detector.fix               a firing cause's fix in words (memstats.Event.Fix)
 //
 // Detector events get a short span of their own rather than joining a leak
 // report: leak reports are instants minutes apart, and an event should

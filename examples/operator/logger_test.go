@@ -30,7 +30,7 @@ func TestProbeLogsThroughTheOperatorsLogger(t *testing.T) {
 	opts := append(probeOptions(noop.NewTracerProvider(), slog.New(slog.NewTextHandler(&own, nil))),
 		probe.WithRegisterer(prometheus.NewRegistry()), // not metrics.Registry: other tests register there
 		probe.WithInterval(10*time.Millisecond),
-		probe.WithSamplerOptions(memstats.WithForcedGC(0.001)))
+		probe.WithSamplerOptions(memstats.WithForcedGC(0.001), memstats.WithCauseHysteresis(0, 0)))
 	p, err := probe.Start(opts...)
 	if err != nil {
 		t.Fatal(err)
