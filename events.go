@@ -78,7 +78,7 @@ func (p *Probe) startEventLog() {
 			case <-p.life.Done():
 				return
 			case e := <-l.ch:
-				logEvent(p.eventLogger(), e, l.dropped.Swap(0))
+				logEvent(p.eventLogger(), e, p.causeLine(e), l.dropped.Swap(0))
 			}
 		}
 	})
@@ -88,7 +88,7 @@ func (p *Probe) startEventLog() {
 // "gcprobe: detector cleared", with the detector, its value and threshold,
 // since when its condition held, and, for finalizer_blocked, the kind and
 // site of the callback.
-func logEvent(l *slog.Logger, e memstats.Event, dropped uint64) {
+func logEvent(l *slog.Logger, e memstats.Event, line string, dropped uint64) {
 	msg := "gcprobe: detector cleared"
 	if e.Firing {
 		msg = "gcprobe: detector firing"
@@ -105,6 +105,12 @@ func logEvent(l *slog.Logger, e memstats.Event, dropped uint64) {
 	}
 	if c := e.Cause(); c != "" && e.Firing {
 		attrs = append(attrs, slog.String("cause", c))
+		if e.Fix != "" {
+			attrs = append(attrs, slog.String("fix", e.Fix))
+		}
+		if line != "" {
+			attrs = append(attrs, slog.String("line", line))
+		}
 	}
 	if !e.Since.IsZero() && !e.Time.IsZero() {
 		attrs = append(attrs, slog.Duration("for", e.Time.Sub(e.Since).Round(time.Millisecond)))

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -96,8 +97,18 @@ func TestGCCauseChild(t *testing.T) {
 	if scenario == "" {
 		t.Skip("a planted program, run by the TestGCCause tests in a child process")
 	}
+	if scenario == "busy" {
+		spin() // the CPU-bound neighbour of "starved"
+		return
+	}
 	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()),
-		probe.WithSamplerOptions(memstats.WithRateWindow(causeRateWindow), memstats.WithInterval(250*time.Millisecond)),
+		probe.WithSamplerOptions(memstats.WithRateWindow(causeRateWindow), memstats.WithInterval(250*time.Millisecond),
+			// Scaled to the short window: a cause holds a second
+			// before it fires, and holds a window once fired.
+			memstats.WithCauseHysteresis(time.Second, causeRateWindow),
+			// A lower bar for stopping, so that a starved host shows
+			// within the test's time.
+			memstats.WithStoppingLatency(0.3, 200*time.Microsecond)),
 		probe.WithHeapProfileOptions(heapprofile.WithInterval(250*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
@@ -108,8 +119,11 @@ func TestGCCauseChild(t *testing.T) {
 	defer wg.Wait()
 	defer close(stop)
 	work := map[string]func(<-chan struct{}){
-		"alloc": allocLoop, "cache": cacheGrow, "memlimit": cacheGrow, "healthy": steady,
+		"alloc": allocLoop, "cache": cacheGrow, "memlimit": cacheGrow, "healthy": steady, "starved": allocLoop,
 	}[scenario]
+	if scenario == "starved" {
+		startNeighbour(t)
+	}
 	wg.Go(func() { work(stop) })
 
 	start := time.Now()
@@ -142,11 +156,14 @@ func TestGCCauseChild(t *testing.T) {
 		"alloc":    memstats.DetectorAllocationDriven,
 		"cache":    memstats.DetectorLiveHeapGrowth,
 		"memlimit": memstats.DetectorMemoryLimitPressure,
+		"starved":  memstats.DetectorStoppingLatency,
 	}[scenario]
 	deadline := start.Add(20 * causeRateWindow) // a loaded machine is slow; the parent judges the time
 	for {
 		r := p.Report()
-		i := slices.IndexFunc(r.GCCause.Causes, func(c probe.Cause) bool { return c.Event.Detector == want && len(c.Sites) > 0 })
+		i := slices.IndexFunc(r.GCCause.Causes, func(c probe.Cause) bool {
+			return c.Event.Detector == want && (len(c.Sites) > 0 || want == memstats.DetectorStoppingLatency)
+		})
 		if i >= 0 {
 			printAllocsTop(t, p)
 			fmt.Printf("AFTER %v\nREPORT\n%s", time.Since(start).Round(time.Millisecond), r)
@@ -157,6 +174,41 @@ func TestGCCauseChild(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // pacing the poll; the deadline is what is waited on
 	}
+}
+
+// spin keeps four threads a CPU busy for a minute at most: a CPU-bound
+// neighbour. The parent kills it sooner.
+func spin() {
+	deadline := time.Now().Add(time.Minute)
+	var wg sync.WaitGroup
+	for range 4 * runtime.NumCPU() {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(deadline); n++ {
+				for i := range 1 << 16 {
+					n ^= i
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// startNeighbour starts a CPU-bound process beside this one (the test
+// binary again, as "busy"), killed when the test ends.
+func startNeighbour(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestGCCauseChild$")
+	cmd.Env = append(os.Environ(), gcCauseChildEnv+"=busy")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 }
 
 // printAllocsTop fetches the delta allocation profile from the probe's
@@ -251,6 +303,18 @@ func TestGCCauseMemoryLimit(t *testing.T) {
 	}
 	if want := lookAt(t, "cache-grow"); !strings.Contains(rep, want) {
 		t.Errorf("the report does not name the growing line %q", want)
+	}
+}
+
+// TestGCCauseCPUStarved: beside a CPU-bound neighbour, stopping the world
+// is slow because the threads wait for a CPU, and the words say so.
+func TestGCCauseCPUStarved(t *testing.T) {
+	rep, _ := runCause(t, "starved")
+	if !strings.Contains(rep, "GC cause: CPU starvation:") {
+		t.Errorf("stopping latency beside a CPU-bound neighbour is not put down to CPU starvation")
+	}
+	if strings.Contains(rep, "slow to reach a safe point") {
+		t.Errorf("the report blames a goroutine of the program")
 	}
 }
 

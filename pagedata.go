@@ -208,6 +208,8 @@ type PageGCCause struct {
 type PageCause struct {
 	Detector string    `json:"detector"`
 	Words    string    `json:"words"`
+	Fix      string    `json:"fix,omitempty"`
+	Note     string    `json:"note,omitempty"`
 	Since    time.Time `json:"since"`
 	// Growing reports that Sites grow (in-use bytes) rather than
 	// allocate.
@@ -357,7 +359,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	d.GCCause.Causes = []PageCause{}
 	for _, c := range r.cause.Causes {
 		d.GCCause.Causes = append(d.GCCause.Causes, PageCause{Detector: c.Event.Detector, Words: cut(c.Words),
-			Since: c.Event.Since, Growing: c.Growing, Sites: pageHeapSites(c.Sites)})
+			Fix: cut(c.Fix), Note: cut(c.Note), Since: c.Event.Since, Growing: c.Growing, Sites: pageHeapSites(c.Sites)})
 	}
 	h := &r.cause.Heap
 	d.AllocatingSites = PageAllocating{WindowSeconds: h.Window.Seconds(),

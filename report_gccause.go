@@ -106,6 +106,13 @@ type Cause struct {
 	// memory_limit_pressure. None for stopping_latency, which is about
 	// goroutines that do not yield, not about memory.
 	Sites []heapprofile.Site
+	// Fix is what to change, in words (memstats.Event.Fix), with what
+	// the heap profile adds: that it is off, say.
+	Fix string
+	// Note says why Sites is empty where a cause would name lines: the
+	// heap profile is off (runtime.MemProfileRate = 0), or has not been
+	// read over a window yet.
+	Note string
 }
 
 // gcCause builds the report's GCCause from the detectors firing now and
@@ -116,7 +123,8 @@ func (p *Probe) gcCause(firing []memstats.Event) GCCause {
 		if !memstats.IsCause(e.Detector) {
 			continue
 		}
-		c := Cause{Event: e, Words: e.Cause()}
+		c := Cause{Event: e, Words: e.Cause(), Fix: e.Fix}
+		lines := true
 		switch e.Detector {
 		case memstats.DetectorAllocationDriven, memstats.DetectorAssistHeavy:
 			c.Sites = firstSites(g.Heap.Allocating)
@@ -127,10 +135,41 @@ func (p *Probe) gcCause(firing []memstats.Event) GCCause {
 			if len(c.Sites) == 0 {
 				c.Sites, c.Growing = firstSites(g.Heap.Allocating), false
 			}
+		default:
+			lines = false
+		}
+		if lines && len(c.Sites) == 0 {
+			c.Note = heapNote(&g.Heap)
 		}
 		g.Causes = append(g.Causes, c)
 	}
 	return g
+}
+
+// causeLine is the first line a firing cause points at, for its log
+// line: the same the Report and the page name first; "" for other events.
+func (p *Probe) causeLine(e memstats.Event) string {
+	if !e.Firing || !memstats.IsCause(e.Detector) {
+		return ""
+	}
+	g := p.gcCause([]memstats.Event{e})
+	if len(g.Causes) == 0 || len(g.Causes[0].Sites) == 0 {
+		return ""
+	}
+	return siteLine(&g.Causes[0].Sites[0])
+}
+
+// heapNote says why the heap profile names no line now.
+func heapNote(h *heapprofile.Snapshot) string {
+	switch {
+	case h.Rate == 0:
+		return "the heap profile is off (runtime.MemProfileRate = 0): no allocating line can be named; leave MemProfileRate at its default (512 KiB) to name them"
+	case h.Skipped > 0 && h.Reads == 0:
+		return fmt.Sprintf("the heap profile has more stacks than the profiler reads (%d buckets): raise heapprofile.WithMaxBuckets to name lines", h.Buckets)
+	case h.Window == 0:
+		return "the heap profile has not been read over a window yet: the lines come with its next read"
+	}
+	return "no line stands out in the heap profile's latest window"
 }
 
 func firstSites(s []heapprofile.Site) []heapprofile.Site {
@@ -141,8 +180,8 @@ func firstSites(s []heapprofile.Site) []heapprofile.Site {
 // with its sites, or that there is none.
 func (r Report) writeGCCause(b *bytes.Buffer) {
 	w := &r.GC.Work
-	fmt.Fprintf(b, "GC work over %v: %.0f cycles/min, allocating %s/s; GC CPU: assist %.1f%%, dedicated %.1f%%, idle %.1f%%, pause %.1f%%\n",
-		w.Window.Round(time.Second), w.CyclesPerMinute, bytesString(uint64(w.AllocBytesPerSecond)),
+	fmt.Fprintf(b, "GC work over %v: %.0f cycles/min (%.0f forced), allocating %s/s; GC CPU: assist %.1f%%, dedicated %.1f%%, idle %.1f%%, pause %.1f%%\n",
+		w.Window.Round(time.Second), w.CyclesPerMinute, w.ForcedCyclesPerMinute, bytesString(uint64(w.AllocBytesPerSecond)),
 		100*w.AssistFraction, 100*w.DedicatedFraction, 100*w.IdleFraction, 100*w.PauseFraction)
 	limit := "off"
 	if l := r.GC.MemoryLimit; l > 0 && l < math.MaxInt64 {
@@ -154,18 +193,24 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 	} else if w.LimiterLastEnabled > 0 {
 		limiter = fmt.Sprintf("last engaged in cycle %d", w.LimiterLastEnabled)
 	}
-	fmt.Fprintf(b, "stop-the-world %v in %d pauses (stopping %v); heap goal set by %s (GOGC %d, memory limit %s, GC CPU limiter %s); scan: heap %s, stacks %s, globals %s; %d goroutines\n",
+	fmt.Fprintf(b, "stop-the-world %v in %d pauses (stopping %v); heap goal set by %s (GOGC %d, memory limit %s, GC CPU limiter %s); scan: heap %s, stacks %s, globals %s; %d goroutines, waiting %v on average to run\n",
 		w.StopTheWorld.Round(time.Microsecond), w.StopTheWorldCount, w.Stopping.Round(time.Microsecond),
 		w.GoalSetBy, r.GC.GOGC, limit, limiter,
-		bytesString(w.ScanHeap), bytesString(w.ScanStack), bytesString(w.ScanGlobals), w.Goroutines)
+		bytesString(w.ScanHeap), bytesString(w.ScanStack), bytesString(w.ScanGlobals), w.Goroutines,
+		w.RunnableWait.Round(time.Microsecond))
 	if len(r.GCCause.Causes) == 0 {
 		b.WriteString("GC cause: none (no cause detector firing)\n")
-		return
 	}
 	for _, c := range r.GCCause.Causes {
 		fmt.Fprintf(b, "GC cause: %s\n", c.Words)
+		if c.Fix != "" {
+			fmt.Fprintf(b, "  fix: %s\n", c.Fix)
+		}
+		if c.Note != "" {
+			fmt.Fprintf(b, "  note: %s\n", c.Note)
+		}
 		for _, s := range c.Sites {
-			fmt.Fprintf(b, "  look at %s %s:%d: ", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
+			fmt.Fprintf(b, "  look at %s: ", siteLine(&s))
 			if c.Growing {
 				fmt.Fprintf(b, "%s in use, +%s over the latest %d windows\n",
 					bytesString(uint64(max(s.InUseBytes, 0))), bytesString(uint64(max(s.GrownBytes, 0))), s.GrowingFor)
@@ -173,16 +218,45 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 				fmt.Fprintf(b, "%s/s allocated over the latest %v\n",
 					bytesString(uint64(max(s.AllocBytesPerSecond, 0))), r.GCCause.Heap.Window.Round(time.Millisecond))
 			}
-			for i, f := range s.Stack {
-				if i == 0 {
-					continue // the site itself
-				}
-				if i > 4 {
-					fmt.Fprintf(b, "      ... %d more frames\n", len(s.Stack)-i)
-					break
-				}
-				fmt.Fprintf(b, "      %s %s:%d\n", f.Function, filepath.Base(f.File), f.Line)
-			}
+			writeSiteStack(b, &s)
 		}
+	}
+	r.writeAllocating(b)
+}
+
+// maxAllocatingLines bounds the Report's list of allocating lines.
+const maxAllocatingLines = 5
+
+// writeAllocating writes the heap profile's top allocating lines over its
+// latest window, whatever the causes: the live page lists them too, and the
+// Report names every line the page does.
+func (r Report) writeAllocating(b *bytes.Buffer) {
+	h := &r.GCCause.Heap
+	if len(h.Allocating) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "allocating lines over the latest %v:\n", h.Window.Round(time.Millisecond))
+	for i := range h.Allocating[:min(len(h.Allocating), maxAllocatingLines)] {
+		s := &h.Allocating[i]
+		fmt.Fprintf(b, "  %s/s %s\n", bytesString(uint64(max(s.AllocBytesPerSecond, 0))), siteLine(s))
+	}
+}
+
+// siteLine is a heap site as the Report names it: "function file:line".
+func siteLine(s *heapprofile.Site) string {
+	return fmt.Sprintf("%s %s:%d", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
+}
+
+// writeSiteStack writes the first frames of a site's stack under it.
+func writeSiteStack(b *bytes.Buffer, s *heapprofile.Site) {
+	for i, f := range s.Stack {
+		if i == 0 {
+			continue // the site itself
+		}
+		if i > 4 {
+			fmt.Fprintf(b, "      ... %d more frames\n", len(s.Stack)-i)
+			break
+		}
+		fmt.Fprintf(b, "      %s %s:%d\n", f.Function, filepath.Base(f.File), f.Line)
 	}
 }

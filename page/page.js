@@ -229,6 +229,8 @@
     if (!c.causes.length) ul.appendChild(el("li", "no cause detector firing"));
     c.causes.forEach(function (k) {
       var li = el("li", k.words, "firing");
+      if (k.fix) li.appendChild(el("div", "fix: " + k.fix, "fix"));
+      if (k.note) li.appendChild(el("div", "note: " + k.note, "note"));
       k.sites.forEach(function (s) {
         li.appendChild(el("div", "look at " + s.site + (k.growing ? ": +" + bytes(Math.max(s.grown_bytes, 0)) + " in use" : ": " + bytes(Math.max(s.alloc_bytes_per_second, 0)) + "/s"), "site"));
       });
