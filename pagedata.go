@@ -387,7 +387,7 @@ func pageHeapSites(sites []heapprofile.Site) []PageHeapSite {
 	for i := range sites {
 		s := &sites[i]
 		out = append(out, PageHeapSite{Site: s.Label(), AllocBytesPerSecond: s.AllocBytesPerSecond,
-			InUseBytes: s.InUseBytes, GrownBytes: s.GrownBytes, GrowingFor: s.GrowingFor, Stack: pageStack(s.Stack)})
+			InUseBytes: s.InUseBytes, GrownBytes: s.GrownBytes, GrowingFor: s.GrowingFor, Stack: pageStack(userFrames(s.Stack))})
 	}
 	return out
 }

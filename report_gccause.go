@@ -6,11 +6,13 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"time"
 
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/stackcapture"
 )
 
 // WithHeapProfileOptions passes options to the probe's heapprofile.Profiler,
@@ -193,11 +195,12 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 	} else if w.LimiterLastEnabled > 0 {
 		limiter = fmt.Sprintf("last engaged in cycle %d", w.LimiterLastEnabled)
 	}
-	fmt.Fprintf(b, "stop-the-world %v in %d pauses (stopping %v); heap goal set by %s (GOGC %d, memory limit %s, GC CPU limiter %s); scan: heap %s, stacks %s, globals %s; %d goroutines, waiting %v on average to run\n",
+	fmt.Fprintf(b, "stop-the-world %v in %d pauses (stopping %v); heap goal set by %s (GOGC %d, memory limit %s, GC CPU limiter %s); scan: heap %s, stacks %s, globals %s; %d goroutines, waiting %v on average to run; live heap %+.0f%% over %v (%d cycles, %s)\n",
 		w.StopTheWorld.Round(time.Microsecond), w.StopTheWorldCount, w.Stopping.Round(time.Microsecond),
 		w.GoalSetBy, r.GC.GOGC, limit, limiter,
 		bytesString(w.ScanHeap), bytesString(w.ScanStack), bytesString(w.ScanGlobals), w.Goroutines,
-		w.RunnableWait.Round(time.Microsecond))
+		w.RunnableWait.Round(time.Microsecond), 100*w.LiveGrowth, w.LiveSpan.Round(time.Second), w.LiveCycles,
+		map[bool]string{true: "rising", false: "not rising"}[w.LiveRising])
 	if len(r.GCCause.Causes) == 0 {
 		b.WriteString("GC cause: none (no cause detector firing)\n")
 	}
@@ -247,16 +250,36 @@ func siteLine(s *heapprofile.Site) string {
 	return fmt.Sprintf("%s %s:%d", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
 }
 
-// writeSiteStack writes the first frames of a site's stack under it.
+// writeSiteStack writes the first callers of a site under it, the
+// runtime's frames (a goroutine's runtime.goexit) left out: a user cannot
+// change them.
 func writeSiteStack(b *bytes.Buffer, s *heapprofile.Site) {
-	for i, f := range s.Stack {
+	st := userFrames(s.Stack)
+	for i, f := range st {
 		if i == 0 {
 			continue // the site itself
 		}
 		if i > 4 {
-			fmt.Fprintf(b, "      ... %d more frames\n", len(s.Stack)-i)
+			fmt.Fprintf(b, "      ... %d more frames\n", len(st)-i)
 			break
 		}
 		fmt.Fprintf(b, "      %s %s:%d\n", f.Function, filepath.Base(f.File), f.Line)
 	}
+}
+
+// userFrames returns st without the runtime's frames.
+func userFrames(st []stackcapture.Frame) []stackcapture.Frame {
+	out := st[:0:0]
+	for _, f := range st {
+		if !runtimeFunc(f.Function) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// runtimeFunc reports whether fn is the runtime's own: package runtime or
+// its internal packages, not runtime/debug or runtime/pprof.
+func runtimeFunc(fn string) bool {
+	return strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "internal/runtime/") || strings.HasPrefix(fn, "runtime/internal/")
 }

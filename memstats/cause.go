@@ -85,6 +85,9 @@ type Work struct {
 
 	// LiveGrowth is how much the live heap grew over LiveSpan, as a
 	// fraction of where it began (0.25 is 25%); negative when it shrank.
+	// Both ends are the lowest points of a quarter of the span: what was
+	// allocated during a mark counts as live for that cycle, and only the
+	// low points are what the program keeps.
 	// The span is judged in time and in cycles: the oldest cycle the
 	// sampler saw end within the rate window, or, when fewer than the
 	// configured WithLiveHeapGrowth cycles ended in it, the one that many
@@ -95,8 +98,9 @@ type Work struct {
 	LiveCycles int
 	// LiveSpan is the time LiveGrowth spans.
 	LiveSpan time.Duration
-	// LiveRising reports that the live heap rose over the span: it never
-	// fell by more than 2% from one point to the next.
+	// LiveRising reports that the live heap rose over the span: the
+	// lowest point of each quarter of it is above the one before, a 2%
+	// dip allowed.
 	LiveRising bool
 }
 

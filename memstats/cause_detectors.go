@@ -23,13 +23,15 @@ const (
 	// DefaultAllocationCyclesPerMinute cycles a minute that nobody forced,
 	// while the GC takes at least DefaultAllocationGCCPU of the CPU or the
 	// program allocates at least DefaultAllocationBytesPerSecond
-	// (WithAllocationDriven, WithAllocationRate). Value and Threshold are
+	// (WithAllocationDriven, WithAllocationRate), and the memory limit
+	// does not hold the heap goal (memory_limit_pressure's condition,
+	// which explains the frequent cycles then). Value and Threshold are
 	// cycles per minute. The allocating lines are the heap profile's
 	// business (package heapprofile).
 	DetectorAllocationDriven = "allocation_driven"
 	// DetectorLiveHeapGrowth fires when the live heap rose over the rate
-	// window (a 2% dip allowed from one point to the next), judged in
-	// time and in cycles: over at least half the window and at least
+	// window (the low point of each quarter of it above the one before, a
+	// 2% dip allowed: see Work.LiveRising), judged in time and in cycles: over at least half the window and at least
 	// DefaultLiveHeapGrowthCycles cycles (see Work.LiveGrowth), by at
 	// least 4 MiB, and either by DefaultLiveHeapGrowth of where it began
 	// or while above DefaultLiveHeapBytes (WithLiveHeapGrowth): something
@@ -216,6 +218,10 @@ func (d *detectors) causes(s *Snapshot, evs *[numDetectors]Event, n int) int {
 			reason[3] = ReasonCPUStarvation
 		}
 	}
+
+	// Frequent cycles under a memory limit that holds the goal are the
+	// limit's doing: one cause, not two.
+	cond[0] = cond[0] && !cond[2]
 
 	// assist_heavy.
 	value[4] = wk.AssistFraction

@@ -250,3 +250,15 @@ func TestParsePressure(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocationUnderTheLimitIsTheLimits: frequent cycles while the memory
+// limit holds the goal are memory-limit pressure alone.
+func TestAllocationUnderTheLimitIsTheLimits(t *testing.T) {
+	const mib = 1 << 20
+	f := newFed(t, WithRateWindow(10*time.Second))
+	f.r.gogc, f.r.memoryLimit, f.r.heapLive, f.r.heapGoal = 100, 48*mib, 40*mib, 44*mib // GOGC's: 80
+	got := strings.Join(runSeconds(f, program{cyclesPerSec: 60, gcCPU: 0.2, allocPerSec: 300 * mib}, 10), ",")
+	if got != "01:memory_limit_pressure+" {
+		t.Errorf("events %q, want memory-limit pressure alone", got)
+	}
+}

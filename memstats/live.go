@@ -1,6 +1,9 @@
 package memstats
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The live heap over time, for live_heap_growth. The runtime reports the
 // live heap as of the latest completed cycle (/gc/heap/live: what the mark
@@ -15,6 +18,7 @@ import "time"
 const (
 	liveRingSize = 128
 	liveSpacing  = 32
+	liveSegments = 4
 )
 
 type livePoint struct {
@@ -82,12 +86,29 @@ func (l *liveTrack) observe(now time.Time, r *reading, window time.Duration, cyc
 	first := l.at(b)
 	wk.LiveCycles = int(min(last.cycle-first.cycle, 1<<30))
 	wk.LiveSpan = last.t.Sub(first.t)
-	if first.live > 0 {
-		wk.LiveGrowth = (float64(last.live) - float64(first.live)) / float64(first.live)
+	// The live heap the runtime reports carries what was allocated while
+	// marking (allocated black: kept for that cycle), so at gigabytes a
+	// second one cycle's figure may sit 10% above the next. That noise
+	// only adds: the low points are the heap the program keeps. The span
+	// is cut in liveSegments parts, and it rises when each part's lowest
+	// point is above the one before (a 2% dip allowed); the growth is
+	// from the first part's lowest to the last's.
+	pts := l.n - b
+	segs := min(pts, liveSegments)
+	var lows [liveSegments]float64
+	for k := range segs {
+		lo := math.Inf(1)
+		for i := b + k*pts/segs; i < b+(k+1)*pts/segs; i++ {
+			lo = min(lo, float64(l.at(i).live))
+		}
+		lows[k] = lo
 	}
-	rising := last.live > first.live
-	for i := b + 1; i < l.n && rising; i++ {
-		if float64(l.at(i).live) < float64(l.at(i-1).live)*(1-liveDip) {
+	if lows[0] > 0 {
+		wk.LiveGrowth = (lows[segs-1] - lows[0]) / lows[0]
+	}
+	rising := lows[segs-1] > lows[0]
+	for k := 1; k < segs; k++ {
+		if lows[k] < lows[k-1]*(1-liveDip) {
 			rising = false
 		}
 	}
