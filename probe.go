@@ -104,6 +104,7 @@ func New(opts ...Option) (*Probe, error) {
 		promexporter.WithWatcher(cfg.watcher),
 		promexporter.WithSampler(sampler),
 		promexporter.WithHeapProfile(p.heap.Snapshot),
+		promexporter.WithCauses(p.causeLabels),
 	}, cfg.promOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)

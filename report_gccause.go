@@ -161,6 +161,21 @@ func (p *Probe) causeLine(e memstats.Event) string {
 	return siteLine(&g.Causes[0].Sites[0])
 }
 
+// causeLabels yields the causes the Report names now, each with its first
+// line: gcprobe_gc_cause's series.
+func (p *Probe) causeLabels(yield func(cause, site string) bool) {
+	g := p.gcCause(p.sampler.Active(nil))
+	for _, c := range g.Causes {
+		site := ""
+		if len(c.Sites) > 0 {
+			site = c.Sites[0].Label()
+		}
+		if !yield(c.Event.Detector, site) {
+			return
+		}
+	}
+}
+
 // heapNote says why the heap profile names no line now.
 func heapNote(h *heapprofile.Snapshot) string {
 	switch {

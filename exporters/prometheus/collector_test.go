@@ -319,7 +319,8 @@ func TestWithSampler(t *testing.T) {
 func TestPedanticRegistry(t *testing.T) {
 	w := plantedWatcher(t)
 	c := newCollector(t, WithWatcher(w), WithTopK(1), WithSnapshotFunc(fakeSnapshot),
-		WithDetectors(func(yield func(string, bool) bool) { yield("forced_gc", false) }))
+		WithDetectors(func(yield func(string, bool) bool) { yield("forced_gc", false) }),
+		WithCauses(func(yield func(string, string) bool) { yield("allocation_driven", "main.f f.go:1") }))
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)

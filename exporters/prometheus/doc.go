@@ -59,10 +59,11 @@
 //	gcprobe_gc_forced_cycles_total             counter    -           GC cycles forced by runtime.GC or debug.FreeOSMemory
 //	gcprobe_gc_cpu_fraction                    gauge      -           GC share of the process's CPU time over the sampler's rate window
 //	gcprobe_detector_firing                    gauge      detector    1 while the detector fires, 0 otherwise
+//	gcprobe_gc_cause                           gauge      cause,site  1 for each cause of GC work named now, with its first line (WithCauses); absent when none
 //	gcprobe_gc_cpu_class_fraction              gauge      class       GC share of all the CPU by class (assist, dedicated, idle, pause) over the rate window
 //	gcprobe_gc_stopping_fraction               gauge      -           share of the GC's stop-the-world time spent stopping the world, over the rate window
 //	gcprobe_gc_pace_set_by                     gauge      by          1 for what sets the heap goal (gogc, heap_minimum, memory_limit), 0 for the others
-//	gcprobe_gc_live_growth_ratio               gauge      -           growth of the live heap over the latest GC cycles, as a fraction (memstats.Work.LiveGrowth)
+//	gcprobe_gc_live_growth_ratio               gauge      -           growth of the live heap over the sampler's rate window, as a fraction (memstats.Work.LiveGrowth)
 //	gcprobe_alloc_site_bytes_per_second        gauge      site        allocation rate at the heap profile's top K allocating sites (WithHeapProfile)
 //	gcprobe_alloc_site_growth_bytes            gauge      site        in-use growth of the top K growing sites over their growing windows (WithHeapProfile)
 //	gcprobe_alloc_site_inuse_bytes             gauge      site        in-use bytes of those sites (WithHeapProfile)

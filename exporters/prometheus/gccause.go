@@ -1,6 +1,7 @@
 package promexporter
 
 import (
+	"iter"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ import (
 // the raw runtime/metrics behind it are what collectors.NewGoCollector
 // exports.
 type gcCauseDescs struct {
+	cause                                             *prometheus.Desc
 	cpuClass, stoppingFraction, goalSetBy, liveGrowth *prometheus.Desc
 	siteAlloc, siteGrowth, siteInUse                  *prometheus.Desc
 }
@@ -25,6 +27,8 @@ var gcCauseDescriptors = sync.OnceValue(func() *gcCauseDescs {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	return &gcCauseDescs{
+		cause: d("gcprobe_gc_cause",
+			"1 for each cause of GC work named now (the Report's and the live page's GC causes), with the first line it points at (\"function file:line\", empty when it names none); absent when the GC has no cause.", "cause", labelSite),
 		cpuClass: d("gcprobe_gc_cpu_class_fraction",
 			"Share of all the CPU available to the process (GOMAXPROCS x wall time) the GC used over the sampler's rate window, by class: assist (mark work charged to allocating goroutines), dedicated, idle, pause.", "class"),
 		stoppingFraction: d("gcprobe_gc_stopping_fraction",
@@ -32,7 +36,7 @@ var gcCauseDescriptors = sync.OnceValue(func() *gcCauseDescs {
 		goalSetBy: d("gcprobe_gc_pace_set_by",
 			"1 for what sets the heap goal now: gogc, heap_minimum (the runtime's 4 MiB floor) or memory_limit (GOMEMLIMIT holds it below GOGC's); 0 for the others.", "by"),
 		liveGrowth: d("gcprobe_gc_live_growth_ratio",
-			"How much the live heap grew over the latest GC cycles the sampler saw, as a fraction of where it began; negative when it shrank."),
+			"How much the live heap grew over the sampler's rate window (the low points of its first and last quarters), as a fraction of where it began; negative when it shrank."),
 		siteAlloc: d("gcprobe_alloc_site_bytes_per_second",
 			"Bytes allocated per second at the site over the heap profiler's latest window (runtime.MemProfile, scaled up from its samples), for its top allocating sites.", labelSite),
 		siteGrowth: d("gcprobe_alloc_site_growth_bytes",
@@ -43,7 +47,7 @@ var gcCauseDescriptors = sync.OnceValue(func() *gcCauseDescs {
 })
 
 func (d *gcCauseDescs) all() []*prometheus.Desc {
-	return []*prometheus.Desc{d.cpuClass, d.stoppingFraction, d.goalSetBy, d.liveGrowth, d.siteAlloc, d.siteGrowth, d.siteInUse}
+	return []*prometheus.Desc{d.cause, d.cpuClass, d.stoppingFraction, d.goalSetBy, d.liveGrowth, d.siteAlloc, d.siteGrowth, d.siteInUse}
 }
 
 // describeGCCause sends the GC cause series' descriptors.
@@ -64,6 +68,16 @@ var cpuClasses = [...]string{"assist", "dedicated", "idle", "pause"}
 // bounded.
 func (c *Collector) collectGCCause(ch chan<- prometheus.Metric, sn *memstats.Snapshot) {
 	d := gcCauseDescriptors()
+	if c.cfg.causes != nil {
+		seen := make(map[string]bool)
+		for cause, site := range c.cfg.causes {
+			if seen[cause] || len(seen) >= maxCauses {
+				continue
+			}
+			seen[cause] = true
+			ch <- prometheus.MustNewConstMetric(d.cause, prometheus.GaugeValue, 1, cause, site)
+		}
+	}
 	if sn != nil {
 		w := &sn.Work
 		for i, v := range [...]float64{w.AssistFraction, w.DedicatedFraction, w.IdleFraction, w.PauseFraction} {
@@ -107,6 +121,23 @@ func (c *Collector) collectGCCause(ch chan<- prometheus.Metric, sn *memstats.Sna
 		l := s.Label()
 		ch <- prometheus.MustNewConstMetric(d.siteGrowth, prometheus.GaugeValue, float64(s.GrownBytes), l)
 		inUse(s, l)
+	}
+}
+
+// maxCauses bounds gcprobe_gc_cause's series: more causes than this at
+// once would be a bug of the source's, not a picture.
+const maxCauses = 32
+
+// WithCauses exports gcprobe_gc_cause: on each Collect the collector ranges
+// over causes, which yields each cause of GC work named now (a cause
+// detector's name, or another stable snake_case name) with the first line
+// it points at ("" for none). A cause yielded twice is exported once, and
+// at most 32 are. The probe passes the causes its Report names. Without
+// it, or with nil, the series is omitted.
+func WithCauses(causes iter.Seq2[string, string]) Option {
+	return func(c *config) error {
+		c.causes = causes
+		return nil
 	}
 }
 

@@ -101,3 +101,38 @@ func TestCauseDetectorsExported(t *testing.T) {
 		}
 	}
 }
+
+// gcprobe_gc_cause has one series per cause named now, with its first line;
+// a cause yielded twice is exported once, and none means no series.
+func TestCauseSeries(t *testing.T) {
+	causes := [][2]string{{"live_heap_growth", "main.grow grow.go:12"}, {"forced_gc", ""}, {"live_heap_growth", "main.other o.go:1"}}
+	c := newCollector(t, WithCauses(func(yield func(string, string) bool) {
+		for _, k := range causes {
+			if !yield(k[0], k[1]) {
+				return
+			}
+		}
+	}))
+	fam := gather(t, c)["gcprobe_gc_cause"]
+	if fam == nil {
+		t.Fatal("no gcprobe_gc_cause")
+	}
+	got := map[string]string{}
+	for _, m := range fam.GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		got[l["cause"]] = l["site"]
+		if m.GetGauge().GetValue() != 1 {
+			t.Errorf("%v = %v, want 1", l, m.GetGauge().GetValue())
+		}
+	}
+	if len(got) != 2 || got["live_heap_growth"] != "main.grow grow.go:12" || got["forced_gc"] != "" {
+		t.Errorf("series %v", got)
+	}
+	causes = nil
+	if fam := gather(t, c)["gcprobe_gc_cause"]; fam != nil {
+		t.Errorf("with no cause: %v", fam)
+	}
+}

@@ -26,6 +26,7 @@ type config struct {
 	detectors iter.Seq2[string, bool]
 	own       func(finalizerwatch.Kind) uint64
 	heap      func() heapprofile.Snapshot // WithHeapProfile (gccause.go)
+	causes    iter.Seq2[string, string]   // WithCauses (gccause.go)
 	// sentinelRuns counts the runs of the process's GC-cycle sentinels
 	// (gcclock.Runs); tests replace it.
 	sentinelRuns func(finalizerwatch.Kind) uint64
