@@ -166,6 +166,7 @@ func TestGCCauseChild(t *testing.T) {
 		})
 		if i >= 0 {
 			printAllocsTop(t, p)
+			fmt.Printf("NAMES %s\n", strings.Join(p.GCCauseNames(), ","))
 			fmt.Printf("AFTER %v\nREPORT\n%s", time.Since(start).Round(time.Millisecond), r)
 			return
 		}
@@ -278,6 +279,9 @@ func TestGCCauseAllocationLoop(t *testing.T) {
 	if want := "look at github.com/gcprobe/probe_test.allocLoop " + lookAt(t, "alloc-loop"); !strings.Contains(rep, want) {
 		t.Errorf("the report does not name the loop's line %q", want)
 	}
+	if !strings.Contains(rep, "\nNAMES allocation_driven") {
+		t.Errorf("GCCauseNames does not name allocation_driven first")
+	}
 	if !strings.Contains(rep, "ALLOCS-TOP github.com/gcprobe/probe_test.allocLoop\n") {
 		t.Errorf("the delta profile at %s does not put the loop first", probe.AllocsProfilePath)
 	}
@@ -303,6 +307,16 @@ func TestGCCauseMemoryLimit(t *testing.T) {
 	}
 	if want := lookAt(t, "cache-grow"); !strings.Contains(rep, want) {
 		t.Errorf("the report does not name the growing line %q", want)
+	}
+}
+
+func TestGCCauseNamesOfNoProbe(t *testing.T) {
+	var p *probe.Probe
+	if n := p.GCCauseNames(); n != nil {
+		t.Errorf("a nil Probe names causes %v", n)
+	}
+	if n := new(probe.Probe).GCCauseNames(); n != nil {
+		t.Errorf("a zero Probe names causes %v", n)
 	}
 }
 

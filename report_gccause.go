@@ -161,6 +161,20 @@ func (p *Probe) causeLine(e memstats.Event) string {
 	return siteLine(&g.Causes[0].Sites[0])
 }
 
+// GCCauseNames returns the names of the causes of GC work the Report names
+// now (memstats cause detectors), for reconciletrace.WithCauses; nil when
+// there is none. A nil or zero-value Probe has none.
+func (p *Probe) GCCauseNames() []string {
+	if p.made("GCCauseNames") != nil {
+		return nil
+	}
+	var names []string
+	for cause := range p.causeLabels {
+		names = append(names, cause)
+	}
+	return names
+}
+
 // causeLabels yields the causes the Report names now, each with its first
 // line: gcprobe_gc_cause's series.
 func (p *Probe) causeLabels(yield func(cause, site string) bool) {

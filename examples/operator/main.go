@@ -178,10 +178,13 @@ func run(ctx context.Context, cfg *rest.Config, opts Options) (err error) {
 	}
 
 	// The reconciler, in a span per reconcile carrying the GC work that
-	// overlapped it.
+	// overlapped it, the lines that allocated meanwhile and why the GC
+	// worked hard.
 	r, err := reconciletrace.Wrap(&controller.ConfigMapReconciler{Client: mgr.GetClient()}, p.Sampler(),
 		reconciletrace.WithTracerProvider(tp),
-		reconciletrace.WithControllerName("configmap"))
+		reconciletrace.WithControllerName("configmap"),
+		reconciletrace.WithHeapProfile(p.HeapProfile().Snapshot),
+		reconciletrace.WithCauses(p.GCCauseNames))
 	if err != nil {
 		return err
 	}

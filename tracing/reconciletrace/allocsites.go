@@ -24,6 +24,7 @@ const (
 	keyCodeLineno       = attribute.Key("code.lineno")
 	keyAllocRate        = attribute.Key("gcprobe.alloc.bytes_per_second")
 	keyAllocBytes       = attribute.Key("gcprobe.alloc.bytes")
+	keyCauses           = attribute.Key("gcprobe.gc.causes")
 )
 
 // maxAllocSites is how many allocating sites a span names.
@@ -72,4 +73,33 @@ func addAllocSites(span trace.Span, heap func() heapprofile.Snapshot, start, end
 		))
 	}
 	span.SetAttributes(keyAllocSites.StringSlice(labels), keyAllocSitesWindow.Int64(sn.Window.Nanoseconds()))
+}
+
+// maxCauses bounds the causes a span names.
+const maxCauses = 16
+
+// WithCauses gives the wrapper the causes of GC work named now (pass the
+// probe's GCCauseNames method): a reconcile that overlapped a GC cycle
+// then carries them as its gcprobe.gc.causes attribute, e.g.
+// ["allocation_driven"], so that a slow reconcile says why the GC it met
+// worked hard. fn must not be nil; it is called once per such reconcile.
+func WithCauses(fn func() []string) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("reconciletrace: WithCauses: nil function")
+		}
+		c.causes = fn
+		return nil
+	}
+}
+
+// addCauses names the causes of GC work on span when the reconcile
+// overlapped a GC cycle and some are named.
+func addCauses(span trace.Span, causes func() []string, start, end gcReading) {
+	if causes == nil || end.cycles == start.cycles {
+		return
+	}
+	if cs := causes(); len(cs) > 0 {
+		span.SetAttributes(keyCauses.StringSlice(cs[:min(len(cs), maxCauses)]))
+	}
 }

@@ -68,3 +68,32 @@ func TestReconcileSpanNamesAllocSites(t *testing.T) {
 		t.Error("WithHeapProfile(nil) accepted")
 	}
 }
+
+func TestReconcileSpanNamesCauses(t *testing.T) {
+	causes := func() []string { return []string{"allocation_driven", "live_heap_growth"} }
+	tp, rec := newRecorder(t)
+	w := wrap(t, gcReconciler(reconcile.Result{}, nil), nil, WithTracerProvider(tp), WithCauses(causes))
+	if _, err := w.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	quiet := wrap(t, reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) {
+		return reconcile.Result{}, nil
+	}), nil, WithTracerProvider(tp), WithCauses(causes))
+	if _, err := quiet.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	got, _ := attrs(spans[0].Attributes())["gcprobe.gc.causes"].([]string)
+	if len(got) != 2 || got[0] != "allocation_driven" || got[1] != "live_heap_growth" {
+		t.Errorf("gcprobe.gc.causes = %v", got)
+	}
+	if _, ok := attrs(spans[1].Attributes())["gcprobe.gc.causes"]; ok {
+		t.Errorf("a reconcile without a GC cycle names causes: %v", spans[1].Attributes())
+	}
+	if _, err := Wrap(gcReconciler(reconcile.Result{}, nil), nil, WithCauses(nil)); err == nil {
+		t.Error("WithCauses(nil) accepted")
+	}
+}

@@ -48,6 +48,8 @@
 //	gcprobe.gc.alloc_sites             with WithHeapProfile and a GC cycle during the reconcile: the heap
 //	                                   profile's top 3 allocating sites, "function file:line (N B/s)"
 //	gcprobe.gc.alloc_sites_window_ns   the heap profile window they cover (int64 ns)
+//	gcprobe.gc.causes                  with WithCauses and a GC cycle during the reconcile: the causes of GC
+//	                                   work named then (the probe's GCCauseNames), e.g. ["allocation_driven"]
 //
 // With WithHeapProfile, each of those sites is also a gcprobe.alloc_site
 // event (EventAllocSite) with code.function, code.filepath, code.lineno,

@@ -26,6 +26,7 @@ type config struct {
 	controller string
 	newSpan    bool
 	heap       func() heapprofile.Snapshot // WithHeapProfile (allocsites.go)
+	causes     func() []string             // WithCauses (allocsites.go)
 }
 
 func defaultConfig() config {

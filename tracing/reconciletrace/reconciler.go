@@ -58,6 +58,7 @@ func WrapTyped[req comparable](r reconcile.TypedReconciler[req], s *memstats.Sam
 		name:    cfg.spanName,
 		newSpan: cfg.newSpan,
 		heap:    cfg.heap,
+		causes:  cfg.causes,
 	}
 	// Built once: every reconcile's span starts with these options.
 	w.startOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
@@ -78,6 +79,7 @@ type reconciler[req comparable] struct {
 	controller []attribute.KeyValue
 	startOpts  []trace.SpanStartOption
 	heap       func() heapprofile.Snapshot
+	causes     func() []string
 }
 
 // Reconcile runs the wrapped reconciler in a span. A panic in it is
@@ -157,6 +159,7 @@ func (w *reconciler[req]) finish(span trace.Span, request req, start, end gcRead
 	}
 	span.SetAttributes(attrs...)
 	addAllocSites(span, w.heap, start, end)
+	addCauses(span, w.causes, start, end)
 }
 
 // appendRequest adds the attributes that identify the request.
