@@ -21,8 +21,10 @@ var (
 )
 
 // Site is one call site of the heap profile: the first frame in the
-// user's or a dependency's code of the stacks that allocated there, with
-// what they allocated over the latest window and hold now. Bytes and
+// user's or a dependency's code of the stacks that allocated there (else
+// their first frame outside the runtime, else RuntimeSite; see the
+// package documentation), with what they allocated over the latest window
+// and hold now. Bytes and
 // objects are the runtime's samples scaled up as pprof scales them:
 // estimates (see the package documentation).
 type Site struct {
@@ -49,8 +51,13 @@ type Site struct {
 }
 
 // Label returns the site as "function file:line", bounded and safe for a
-// metric label or a span attribute.
-func (s *Site) Label() string { return s.Frame.Label() }
+// metric label or a span attribute; the runtime's site as RuntimeSite.
+func (s *Site) Label() string {
+	if s.Frame == runtimeSiteFrame {
+		return RuntimeSite
+	}
+	return s.Frame.Label()
+}
 
 // Snapshot is the profiler's picture after its latest read.
 type Snapshot struct {
@@ -92,8 +99,10 @@ type bucket struct {
 // siteState is one site across reads.
 type siteState struct {
 	frame stackcapture.Frame
-	pcs   []uintptr            // the first stack seen, from the site out
+	pcs   []uintptr            // the first stack seen, whole
+	at    int                  // the index in pcs of the site's PC; -1 for RuntimeSite
 	stack []stackcapture.Frame // symbolized on first report
+	path  []stackcapture.Frame // symbolized with stack
 
 	winBytes, winObjs     int64 // this window, scaled
 	inuseBytes, inuseObjs int64 // now, scaled
@@ -283,35 +292,6 @@ func (p *Profiler) bucketOf(r *runtime.MemProfileRecord) *bucket {
 	return b
 }
 
-// siteOf finds the site of a stack: the first return PC whose frames begin
-// in the user's or a dependency's code; the innermost frame if none does.
-func (p *Profiler) siteOf(stk []uintptr) int32 {
-	at := 0
-	var f stackcapture.Frame
-	found := false
-	for i, pc := range stk {
-		if stackcapture.OriginOf(pc) == stackcapture.OriginUser {
-			if sf := stackcapture.SiteFrameOfPC(pc); sf != nil {
-				f, at, found = *sf, i, true
-				break
-			}
-		}
-	}
-	if !found && len(stk) > 0 {
-		if sf := stackcapture.SiteFrameOfPC(stk[0]); sf != nil {
-			f = *sf
-		}
-	}
-	key := f.String()
-	if i, ok := p.byLabel[key]; ok {
-		return i
-	}
-	i := int32(len(p.sites))
-	p.sites = append(p.sites, &siteState{frame: f, pcs: append([]uintptr(nil), stk[at:]...)})
-	p.byLabel[key] = i
-	return i
-}
-
 // scale returns the factor that turns a stack's sampled counts into
 // estimates of what was allocated, as pprof does: the runtime picks an
 // object of size s with probability 1 - exp(-s/rate).
@@ -366,7 +346,7 @@ func (p *Profiler) render(dst []Site, idx []int32) []Site {
 	for _, i := range idx {
 		s := p.sites[i]
 		if s.stack == nil {
-			s.stack = symbolize(s.pcs, s.frame)
+			s.stack, s.path = symbolize(s)
 		}
 		st := Site{
 			Frame: s.frame, Stack: s.stack,
@@ -380,26 +360,6 @@ func (p *Profiler) render(dst []Site, idx []int32) []Site {
 		dst = append(dst, st)
 	}
 	return dst
-}
-
-// symbolize expands pcs into frames, inlined calls included, beginning at
-// the site's frame.
-func symbolize(pcs []uintptr, site stackcapture.Frame) []stackcapture.Frame {
-	var fs []stackcapture.Frame
-	it := runtime.CallersFrames(pcs)
-	for {
-		f, more := it.Next()
-		if len(fs) > 0 || (f.Function == site.Function && f.Line == site.Line) {
-			fs = append(fs, stackcapture.Frame{Function: f.Function, File: f.File, Line: f.Line, PC: f.PC})
-		}
-		if !more {
-			break
-		}
-	}
-	if len(fs) == 0 {
-		fs = []stackcapture.Frame{site}
-	}
-	return fs
 }
 
 // Snapshot returns the latest read's picture. Its slices are the caller's.
