@@ -34,6 +34,15 @@ type Site struct {
 	// Stack is the first stack seen through the site, from the site
 	// outward (the site first, then its callers).
 	Stack []stackcapture.Frame
+	// Path is the way from the site down to the allocation on that same
+	// first stack: the frames between the site and the allocation that
+	// are outside the runtime, innermost last, so that its last frame is
+	// where the allocation happened ("io.copyBuffer" below a site that
+	// calls io.Copy). Empty when the site's own line allocated (through
+	// the runtime only). Two stacks that reach one site line by different
+	// paths are one site: it keeps the path of the first stack seen, as
+	// Stack does. PathString renders it on one line.
+	Path []stackcapture.Frame
 	// AllocBytes and AllocObjects are what the site allocated over the
 	// latest window.
 	AllocBytes, AllocObjects int64
@@ -349,7 +358,7 @@ func (p *Profiler) render(dst []Site, idx []int32) []Site {
 			s.stack, s.path = symbolize(s)
 		}
 		st := Site{
-			Frame: s.frame, Stack: s.stack,
+			Frame: s.frame, Stack: s.stack, Path: s.path,
 			AllocBytes: s.winBytes, AllocObjects: s.winObjs,
 			InUseBytes: s.inuseBytes, InUseObjects: s.inuseObjs,
 			GrowthBytes: s.growth, GrowingFor: s.grewFor, GrownBytes: s.inuseBytes - s.grownFrom,

@@ -28,7 +28,11 @@ const (
 
 // AllocsProfile returns the heap profiler's snapshot as a profile: one
 // sample per site of its top allocating and growing lists (a site on both
-// once), located at the site's stack (site first), with the values
+// once), located from the allocation's side: the site's path
+// (heapprofile.Site.Path) innermost first, then the site and its callers.
+// So go tool pprof -traces shows the way from the line down to the
+// allocation, and -top lists the function that allocated as flat and the
+// site as cum (a site whose own line allocated is both). The values are
 // alloc_space (the default), alloc_objects, inuse_space and growth_space.
 // It is a delta profile: the allocation values cover the snapshot's window
 // only (Profile.DurationNanos), unlike the runtime's cumulative heap
@@ -82,6 +86,9 @@ func AllocsProfile(sn heapprofile.Snapshot) *profile.Profile {
 		sample := &profile.Sample{Value: []int64{s.AllocBytes, s.AllocObjects, s.InUseBytes, 0}}
 		if s.GrowingFor > 0 && s.GrownBytes > 0 {
 			sample.Value[3] = s.GrownBytes
+		}
+		for i := len(s.Path) - 1; i >= 0; i-- { // the path is innermost last; a sample's leaf comes first
+			sample.Location = append(sample.Location, location(s.Path[i]))
 		}
 		for _, f := range stack {
 			sample.Location = append(sample.Location, location(f))
