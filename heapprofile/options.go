@@ -17,7 +17,9 @@ const (
 	MinInterval = 10 * time.Millisecond
 	// DefaultMaxBuckets bounds the profile's buckets a read copies
 	// (WithMaxBuckets): 16384 records are 4.5 MiB. A bigger profile is
-	// not read, and the skip is counted (Snapshot.Skipped).
+	// not read (Snapshot.Status is StatusOverflow, the skip counted in
+	// Snapshot.Skipped) and the bound is raised for the next read, up to
+	// BoundCeiling times this (18 MiB).
 	DefaultMaxBuckets = 16384
 	// DefaultTopK is how many sites each top list holds (WithTopK).
 	DefaultTopK = 10
@@ -91,8 +93,10 @@ func WithInterval(d time.Duration) Option {
 	}
 }
 
-// WithMaxBuckets bounds the profile buckets a read copies, at least 1.
-// Default DefaultMaxBuckets.
+// WithMaxBuckets bounds the profile buckets a read copies, at least 1: a
+// read holds RecordBytes (288) per bucket. A profile over the bound is an
+// overflow (StatusOverflow): that read is not made, and the bound doubles
+// for the next one, up to BoundCeiling times n. Default DefaultMaxBuckets.
 func WithMaxBuckets(n int) Option {
 	return func(c *config) error {
 		if n < 1 {

@@ -76,14 +76,23 @@ type Snapshot struct {
 	// allocation figures cover; zero after the first read, which only
 	// sets the baseline.
 	Window time.Duration
+	// Status says whether the latest read named the allocating lines
+	// (StatusOK), or why not: the profile is off (StatusOff) or has more
+	// buckets than the bound (StatusOverflow). The lists are empty unless
+	// it is StatusOK. StatusText says it in a sentence.
+	Status Status
 	// Rate is runtime.MemProfileRate at the latest read; 0 means the
-	// runtime records no profile, and every list is empty.
+	// runtime records no profile (StatusOff).
 	Rate int
 	// Buckets is how many stacks the runtime's profile held, and Sites
 	// how many sites they make.
 	Buckets, Sites int
+	// Bound is the bucket bound of the latest read: WithMaxBuckets, or
+	// more once an overflow raised it; Ceiling is as far as it can be
+	// raised, BoundCeiling times WithMaxBuckets.
+	Bound, Ceiling int
 	// Reads counts the reads, Skipped those not made because the profile
-	// had more than WithMaxBuckets buckets.
+	// had more buckets than the bound.
 	Reads, Skipped uint64
 	// Unchanged counts the reads skipped because no GC cycle had ended
 	// since the previous one (see Sample).
@@ -137,6 +146,8 @@ type Profiler struct {
 	snap    Snapshot
 	last    time.Time
 	read    func([]runtime.MemProfileRecord) (int, bool) // runtime.MemProfile, or a test's
+	rate    func() int                                   // runtime.MemProfileRate, or a test's
+	bound   int                                          // the bucket bound, raised on overflow
 	cycles  func() uint64                                // GC cycles completed; a test's in tests
 	cycle   uint64                                       // at the latest read
 	cycleS  []metrics.Sample
@@ -161,6 +172,8 @@ func New(opts ...Option) (*Profiler, error) {
 		buckets: make(map[uint64]*bucket),
 		byLabel: make(map[string]int32),
 		read:    func(r []runtime.MemProfileRecord) (int, bool) { return runtime.MemProfile(r, true) },
+		rate:    func() int { return runtime.MemProfileRate },
+		bound:   cfg.maxBuckets,
 		cycleS:  []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}},
 	}
 	p.cycles = p.readCycles
@@ -216,18 +229,34 @@ func (p *Profiler) Sample() {
 	start := time.Now()
 	now := p.cfg.now()
 	sn := &p.snap
-	sn.Rate = runtime.MemProfileRate
+	sn.Rate = p.rate()
+	sn.Ceiling = BoundCeiling * p.cfg.maxBuckets
+	if sn.Rate == 0 {
+		// The runtime records nothing: say so rather than show the
+		// last window's lists, or empty ones, as what allocates now.
+		sn.Status = StatusOff
+		p.clearLists()
+		return
+	}
 	cycle := p.cycles()
 	if sn.Reads > 0 && cycle == p.cycle {
 		sn.Unchanged++
 		return
 	}
-	if !p.fill() {
+	sn.Bound = p.bound
+	if n, ok := p.fill(); !ok {
+		// Too big to read at this bound. The deltas are cumulative
+		// counts, so nothing is lost: the next read that fits covers
+		// this window too. Raising the bound is what lets it fit.
 		sn.Skipped++
+		sn.Status, sn.Buckets = StatusOverflow, n
+		p.clearLists()
+		p.bound = raise(p.bound, n, sn.Ceiling)
 		return
 	}
 	first := sn.Reads == 0
 	sn.Reads++
+	sn.Status = StatusOK
 	p.cycle = cycle
 	sn.Buckets = len(p.records)
 	if first {
@@ -271,19 +300,20 @@ func (p *Profiler) Sample() {
 }
 
 // fill reads the runtime's profile into p.records, growing the slice up to
-// the bucket bound; false when the profile is bigger than the bound.
-func (p *Profiler) fill() bool {
+// the bucket bound, and returns the profile's buckets; false when they are
+// more than the bound.
+func (p *Profiler) fill() (int, bool) {
 	for {
 		n, ok := p.read(p.records[:cap(p.records)])
 		if ok {
 			p.records = p.records[:n]
-			return true
+			return n, true
 		}
-		if n > p.cfg.maxBuckets {
-			return false
+		if n > p.bound {
+			return n, false
 		}
 		// Room for the buckets added while we grow.
-		p.records = make([]runtime.MemProfileRecord, 0, min(n+n/8+16, p.cfg.maxBuckets))
+		p.records = make([]runtime.MemProfileRecord, 0, min(n+n/8+16, p.bound))
 	}
 }
 
