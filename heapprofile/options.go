@@ -68,6 +68,7 @@ type config struct {
 	growingWindows int
 	growingBytes   int64
 	now            func() time.Time
+	sigs           []Signature // WithSignatures (signatures.go)
 }
 
 func defaultConfig() config {
@@ -143,6 +144,48 @@ func WithClock(now func() time.Time) Option {
 			return optionErr("WithClock", "clock must not be nil")
 		}
 		c.now = now
+		return nil
+	}
+}
+
+// MaxSignatures bounds WithSignatures: a bucket's matches are a 32-bit
+// mask.
+const MaxSignatures = 32
+
+// WithSignatures makes the profiler sum, per signature, what the matching
+// stacks allocated and hold (Snapshot.Signatures, in this order). A stack
+// counts toward every signature it matches. Calls add up; in all, the
+// signatures must have names, distinct, and frames, none empty, and be at
+// most MaxSignatures. A stack's matches are found once, when the stack is
+// first seen, by symbolizing it; a read then only adds.
+func WithSignatures(sigs ...Signature) Option {
+	sigs = append([]Signature(nil), sigs...)
+	for i := range sigs {
+		sigs[i].Frames = append([]string(nil), sigs[i].Frames...) // the caller's slices stay the caller's
+	}
+	return func(c *config) error {
+		all := append(c.sigs[:len(c.sigs):len(c.sigs)], sigs...)
+		if len(all) > MaxSignatures {
+			return optionErr("WithSignatures", "at most %d signatures, got %d", MaxSignatures, len(all))
+		}
+		names := make(map[string]bool, len(all))
+		for i, s := range all {
+			switch {
+			case s.Name == "":
+				return optionErr("WithSignatures", "signature %d has no name", i)
+			case names[s.Name]:
+				return optionErr("WithSignatures", "two signatures are named %q", s.Name)
+			case len(s.Frames) == 0:
+				return optionErr("WithSignatures", "signature %q has no frames", s.Name)
+			}
+			for j, f := range s.Frames {
+				if f == "" {
+					return optionErr("WithSignatures", "signature %q: frame %d is empty", s.Name, j)
+				}
+			}
+			names[s.Name] = true
+		}
+		c.sigs = all
 		return nil
 	}
 }

@@ -106,12 +106,24 @@ type Snapshot struct {
 	// WithGrowing windows by at least its bytes, most grown first, at
 	// most WithTopK of them.
 	Growing []Site
+	// Signatures are the figures of WithSignatures' signatures, in its
+	// order; empty without signatures, and unless Status is StatusOK.
+	Signatures []SignatureStat
+	// TotalAllocBytes is what the whole profile allocated over the
+	// window, TotalInUseBytes what it holds now (scaled): the
+	// denominators of the signatures' shares.
+	TotalAllocBytes, TotalInUseBytes int64
 }
 
 // bucket is one stack of the runtime's profile across reads.
 type bucket struct {
 	allocBytes, allocObjs int64 // cumulative, raw, at the previous read
 	site                  int32
+	// sigs is the signatures the stack matches, a bit each; its
+	// matches' lines (slots) are p.sigArena[sigAt:], one a bit, in
+	// order of the bits. Found when the stack is first seen.
+	sigs  uint32
+	sigAt int32
 }
 
 // siteState is one site across reads.
@@ -152,6 +164,14 @@ type Profiler struct {
 	cycle   uint64                                       // at the latest read
 	cycleS  []metrics.Sample
 
+	// WithSignatures' state (signatures.go), under mu.
+	mainPath  string
+	sigAccs   []sigAcc
+	sigSlots  []sigSlot
+	slotByKey map[sigSlotKey]int32
+	sigArena  []int32
+	frameBuf  []stackcapture.Frame
+
 	life lifecycle.Lifecycle
 }
 
@@ -177,6 +197,11 @@ func New(opts ...Option) (*Profiler, error) {
 		cycleS:  []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}},
 	}
 	p.cycles = p.readCycles
+	if len(cfg.sigs) > 0 {
+		p.mainPath = mainModule()
+		p.sigAccs = make([]sigAcc, len(cfg.sigs))
+		p.slotByKey = make(map[sigSlotKey]int32)
+	}
 	p.life.Name = "heapprofile: Profiler"
 	return p, nil
 }
@@ -269,17 +294,28 @@ func (p *Profiler) Sample() {
 	for _, s := range p.sites {
 		s.winBytes, s.winObjs, s.inuseBytes, s.inuseObjs = 0, 0, 0, 0
 	}
+	p.resetSignatures()
+	sn.TotalAllocBytes, sn.TotalInUseBytes = 0, 0
 	for i := range p.records {
 		r := &p.records[i]
 		b := p.bucketOf(r)
 		f := scale(r.AllocObjects, r.AllocBytes, sn.Rate)
 		s := p.sites[b.site]
+		var win, winObjs int64
 		if !first {
-			s.winBytes += int64(float64(r.AllocBytes-b.allocBytes) * f)
-			s.winObjs += int64(float64(r.AllocObjects-b.allocObjs) * f)
+			win = int64(float64(r.AllocBytes-b.allocBytes) * f)
+			winObjs = int64(float64(r.AllocObjects-b.allocObjs) * f)
 		}
-		s.inuseBytes += int64(float64(r.InUseBytes()) * f)
+		inuse := int64(float64(r.InUseBytes()) * f)
+		s.winBytes += win
+		s.winObjs += winObjs
+		s.inuseBytes += inuse
 		s.inuseObjs += int64(float64(r.InUseObjects()) * f)
+		sn.TotalAllocBytes += win
+		sn.TotalInUseBytes += inuse
+		if b.sigs != 0 {
+			p.addSignatures(b, win, inuse)
+		}
 		b.allocBytes, b.allocObjs = r.AllocBytes, r.AllocObjects
 	}
 	for _, s := range p.sites {
@@ -296,6 +332,7 @@ func (p *Profiler) Sample() {
 	}
 	sn.Sites = len(p.sites)
 	p.rank(first)
+	p.renderSignatures()
 	sn.ReadDuration = time.Since(start)
 }
 
@@ -327,6 +364,9 @@ func (p *Profiler) bucketOf(r *runtime.MemProfileRecord) *bucket {
 	// A new stack: the runtime's buckets are never freed, so the map
 	// grows with the profile, which fill bounds.
 	b := &bucket{site: p.siteOf(stk)}
+	if len(p.cfg.sigs) > 0 {
+		p.matchSignatures(stk, b)
+	}
 	p.buckets[h] = b
 	return b
 }
@@ -408,6 +448,7 @@ func (p *Profiler) Snapshot() Snapshot {
 	sn := p.snap
 	sn.Allocating = append([]Site(nil), p.snap.Allocating...)
 	sn.Growing = append([]Site(nil), p.snap.Growing...)
+	sn.Signatures = append([]SignatureStat(nil), p.snap.Signatures...)
 	return sn
 }
 

@@ -88,4 +88,6 @@ func (p *Profiler) clearLists() {
 	sn := &p.snap
 	sn.Window = 0
 	sn.Allocating, sn.Growing = sn.Allocating[:0], sn.Growing[:0]
+	sn.Signatures = sn.Signatures[:0]
+	sn.TotalAllocBytes, sn.TotalInUseBytes = 0, 0
 }
