@@ -158,24 +158,35 @@ func TestSignaturesInjected(t *testing.T) {
 	}
 }
 
-func TestSignatureReadAllocatesNothing(t *testing.T) {
-	f := &fakeProfile{}
-	f.add(leafStack(false), 4, 1<<20, 1)
-	f.add(leafStackElsewhere(), 2, 1<<20, 0)
-	f.add(userPCs(), 2, 1<<20, 0)
-	p, _ := fakeProfiler(t, f, WithSignatures(leafSignatures...))
-	p.Sample()
-	if n := testing.AllocsPerRun(100, func() {
-		for i := range f.recs {
-			f.recs[i].AllocObjects++
-			f.recs[i].AllocBytes += 1 << 20
-		}
-		p.Sample()
-	}); n != 0 {
-		t.Errorf("a read with signatures allocates %v times, want 0", n)
+func TestReadAllocatesNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		give []Option
+	}{
+		{"plain", nil},
+		{"with signatures", []Option{WithSignatures(leafSignatures...)}},
 	}
-	if len(p.Snapshot().Signatures) != len(leafSignatures) {
-		t.Errorf("no signature figures")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeProfile{}
+			f.add(leafStack(false), 4, 1<<20, 1)
+			f.add(leafStackElsewhere(), 2, 1<<20, 0)
+			f.add(userPCs(), 2, 1<<20, 0)
+			p, _ := fakeProfiler(t, f, tt.give...)
+			p.Sample()
+			if n := testing.AllocsPerRun(100, func() {
+				for i := range f.recs {
+					f.recs[i].AllocObjects++
+					f.recs[i].AllocBytes += 1 << 20
+				}
+				p.Sample()
+			}); n != 0 {
+				t.Errorf("a read allocates %v times, want 0", n)
+			}
+			if sn := p.Snapshot(); len(sn.Allocating) == 0 || len(sn.Signatures) != len(tt.give)*len(leafSignatures) {
+				t.Errorf("no figures: %+v", sn)
+			}
+		})
 	}
 }
 
