@@ -43,7 +43,10 @@
 //   - if the stack has none, its first frame outside the runtime: the
 //     standard library's (net/http's connection goroutines allocate with
 //     no user frame on the stack; so does an encoding/gob init storing
-//     into a sync.Map), or gcprobe's own;
+//     into a sync.Map), or gcprobe's own. A public package's frame is
+//     preferred to the standard library's internal ones: the site is
+//     sync.(*Map).Store, and the internal/sync functions it called are
+//     its path;
 //   - if even that is missing, one site for all such stacks, RuntimeSite,
 //     with no file and no line (the runtime's own goroutines).
 //

@@ -19,13 +19,14 @@ const (
 	maxHopLen = 64
 )
 
-// PathString renders the site and its path on one line, for reading: the
-// site as "file:line" (its file's base name), then each frame of the path
-// as its function, without the package path's folders, down to the
-// allocation: "responsewriter.go:50 → io.copyBuffer". A path of more than
-// MaxPathHops frames keeps the first and the innermost ones around "…";
-// the whole is valid UTF-8 of at most MaxPathLen bytes. A site without a
-// path renders as the site alone; the runtime's site as RuntimeSite.
+// PathString renders the site and its path on one line, for reading:
+// the site as "file:line" (its file's base name), then each frame of the
+// path as its function, without the folders of a module's package path,
+// down to the allocation: "responsewriter.go:50 → io.copyBuffer". A path
+// of more than MaxPathHops frames keeps the first and the innermost ones
+// around "…"; the whole is valid UTF-8 of at most MaxPathLen bytes. A
+// site without a path renders as the site alone; the runtime's site as
+// RuntimeSite.
 func (s *Site) PathString() string {
 	var b strings.Builder
 	if s.Frame.File == "" && s.Frame.Line == 0 {
@@ -55,13 +56,15 @@ func (s *Site) PathString() string {
 	return out
 }
 
-// shortFunc returns a function's name without the folders of its package
-// path ("github.com/x/caddyhttp.(*W).ReadFrom" is "caddyhttp.(*W).ReadFrom"),
-// at most maxHopLen bytes, its middle cut to "…" beyond.
+// shortFunc returns a function's name without the folders of its module's
+// package path ("github.com/x/caddyhttp.(*W).ReadFrom" is
+// "caddyhttp.(*W).ReadFrom"; the standard library's keep theirs), at most
+// maxHopLen bytes, its middle cut to "…" beyond.
 func shortFunc(fn string) string {
 	pkg := pkgPath(fn)
-	if i := strings.LastIndexByte(pkg, '/'); i >= 0 {
-		fn = fn[i+1:]
+	root, _, _ := strings.Cut(pkg, "/")
+	if i := strings.LastIndexByte(pkg, '/'); i >= 0 && strings.Contains(root, ".") {
+		fn = fn[i+1:] // a module's; the standard library's paths are short, and internal/sync is not sync
 	}
 	fn = strings.ToValidUTF8(fn, "\uFFFD")
 	if len(fn) <= maxHopLen {

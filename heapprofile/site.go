@@ -51,36 +51,57 @@ func isRuntime(f stackcapture.Frame) bool {
 	return dir == "runtime" || strings.HasSuffix(dir, "/src/runtime")
 }
 
-// siteOf finds the site of a stack (return PCs, innermost first) and
-// returns its index, making the site on first sight. The site is the first
-// frame in the user's or a dependency's code (stackcapture.OriginOf is
-// OriginUser for its return PC, and stackcapture.SiteFrameOfPC names the
-// frame among those the PC expands into); if there is none, the first
-// frame outside the runtime (the standard library's, or gcprobe's); if
-// even that is missing, RuntimeSite. Frames are those each PC expands
-// into, inlined calls included: a runtime function inlined into
-// sync.(*Map).Store does not hide Store.
-func (p *Profiler) siteOf(stk []uintptr) int32 {
-	f, at := runtimeSiteFrame, -1
+// isStdInternal reports whether pkg is one of the standard library's
+// internal or vendored packages (internal/sync, net/http/internal,
+// vendor/golang.org/x/net/...): code no one outside the standard library
+// calls, which a site skips for the public function that called it.
+func isStdInternal(pkg string) bool {
+	root, _, _ := strings.Cut(pkg, "/")
+	if strings.Contains(root, ".") || pkg == "main" {
+		return false
+	}
+	return root == "internal" || root == "vendor" || strings.Contains(pkg, "/internal/") || strings.HasSuffix(pkg, "/internal")
+}
+
+// findSite returns the site of a stack (return PCs, innermost first) and
+// the index of its PC in stk; at is -1 for RuntimeSite. The site is the
+// first frame in the user's or a dependency's code (stackcapture.OriginOf
+// is OriginUser for its return PC, and stackcapture.SiteFrameOfPC names
+// the frame among those the PC expands into); if there is none, the first
+// frame outside the runtime, preferring the standard library's public
+// packages to its internal ones (sync.(*Map).Store, not the
+// internal/sync function it calls); if even that is missing, RuntimeSite.
+// Frames are those each PC expands into, inlined calls included: a
+// runtime function inlined into a standard-library one does not hide it.
+func findSite(stk []uintptr) (f stackcapture.Frame, at int) {
 	for i, pc := range stk {
 		if stackcapture.OriginOf(pc) == stackcapture.OriginUser {
 			if sf := stackcapture.SiteFrameOfPC(pc); sf != nil {
-				f, at = *sf, i
-				break
+				return *sf, i
 			}
 		}
 	}
-	if at < 0 {
-	outside:
-		for i, pc := range stk {
-			for _, fr := range stackcapture.PCFrames(pc) {
-				if !isRuntime(fr) {
-					f, at = fr, i
-					break outside
-				}
+	f, at = runtimeSiteFrame, -1
+	for i, pc := range stk {
+		for _, fr := range stackcapture.PCFrames(pc) {
+			if isRuntime(fr) {
+				continue
+			}
+			if !isStdInternal(pkgPath(fr.Function)) {
+				return fr, i
+			}
+			if at < 0 {
+				f, at = fr, i // if nothing public follows
 			}
 		}
 	}
+	return f, at
+}
+
+// siteOf returns the index of the site of a stack (findSite), making the
+// site on first sight.
+func (p *Profiler) siteOf(stk []uintptr) int32 {
+	f, at := findSite(stk)
 	key := f.String()
 	if at < 0 {
 		key = RuntimeSite

@@ -4,9 +4,11 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/stackcapture"
 )
 
@@ -169,5 +171,105 @@ func TestIsRuntime(t *testing.T) {
 				t.Errorf("isRuntime(%v) = %v, want %v", tt.give, got, tt.want)
 			}
 		})
+	}
+}
+
+// syncMapStack returns the shape of an encoding/gob init storing into a
+// sync.Map, which has no user frame: a stack of the runtime's profile that
+// allocated below sync.(*Map).Store, cut there (Store may be inlined into
+// this test's frame), and a PC in Store itself in place of the rest. It
+// stores in batches until the runtime has sampled such an allocation.
+func syncMapStack(t *testing.T) []uintptr {
+	t.Helper()
+	var m sync.Map
+	var recs []runtime.MemProfileRecord
+	var found []uintptr
+	next := 0
+	testkit.Poll(t, 60*time.Second, "a sampled allocation in sync.(*Map).Store", func() bool {
+		for range 20_000 {
+			m.Store(next, nil)
+			next++
+		}
+		publish()
+		n, _ := runtime.MemProfile(nil, true)
+		recs = append(recs[:0], make([]runtime.MemProfileRecord, n+64)...)
+		n, _ = runtime.MemProfile(recs, true)
+		for _, r := range recs[:n] {
+			var below []uintptr
+			internal := false
+		stack:
+			for _, pc := range r.Stack() {
+				for _, f := range stackcapture.PCFrames(pc) {
+					if f.Function == "sync.(*Map).Store" {
+						if internal {
+							found = append(below, funcPC((*sync.Map).Store))
+							return true
+						}
+						break stack
+					}
+				}
+				if stackcapture.OriginOf(pc) == stackcapture.OriginUser {
+					break
+				}
+				below = append(below, pc)
+				internal = internal || strings.HasPrefix(stackcapture.SiteOfPC(pc).Function, "internal/sync.")
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func TestSiteSkipsTheStandardLibrarysInternals(t *testing.T) {
+	stk := syncMapStack(t)
+	f, at := findSite(stk)
+	if f.Function != "sync.(*Map).Store" || at < 0 {
+		t.Fatalf("site %v, want sync.(*Map).Store, not the runtime or internal/sync", f)
+	}
+	s := &siteState{frame: f, pcs: stk, at: at}
+	stack, path := symbolize(s)
+	if len(path) == 0 || stack[0].Function != "sync.(*Map).Store" {
+		t.Fatalf("stack %v, path %v: want the site first, then a path through internal/sync", stack, path)
+	}
+	for _, fr := range path {
+		if !strings.HasPrefix(fr.Function, "internal/sync.") {
+			t.Errorf("path %v holds %v, want internal/sync's frames only", path, fr)
+		}
+	}
+	if got := (&Site{Frame: f, Path: path}).PathString(); !strings.Contains(got, "→ internal/sync.") {
+		t.Errorf("PathString %q: want internal/sync's frames named so", got)
+	}
+	// Without sync.(*Map).Store and its callers, internal/sync is the
+	// first frame outside the runtime: the site all the same.
+	var inner []uintptr
+	for _, pc := range stk {
+		fs := stackcapture.PCFrames(pc)
+		if len(fs) > 0 && (isRuntime(fs[0]) || isStdInternal(pkgPath(fs[0].Function))) {
+			inner = append(inner, pc)
+		}
+	}
+	if f, at := findSite(inner); at < 0 || !strings.HasPrefix(f.Function, "internal/sync.") {
+		t.Errorf("site of %v: %v, want internal/sync's first frame", inner, f)
+	}
+}
+
+func TestIsStdInternal(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{"internal/sync", true},
+		{"net/http/internal", true},
+		{"crypto/internal/fips140/aes", true},
+		{"vendor/golang.org/x/net/http2/hpack", true},
+		{"sync", false},
+		{"net/http", false},
+		{"main", false},
+		{"example.com/app/internal/store", false},
+	}
+	for _, tt := range tests {
+		if got := isStdInternal(tt.give); got != tt.want {
+			t.Errorf("isStdInternal(%q) = %v, want %v", tt.give, got, tt.want)
+		}
 	}
 }
