@@ -59,11 +59,12 @@
 // that a site calling io.Copy that allocates in io.copyBuffer has the path
 // io.Copy, io.copyBuffer, and Site.PathString renders it on one line
 // ("responsewriter.go:50 → io.Copy → io.copyBuffer", at most MaxPathHops
-// frames, cut with "…"). A site's Stack (the site and its callers) and
-// Path are those of the first stack seen through it: two stacks that
-// reach one line by different paths keep the first one's. Stacks and
-// paths are symbolized when a site is first reported, not when it is
-// read.
+// frames, cut with "…"). Stacks that reach one line by different paths
+// are one site, with one Stack (the site and its callers) and one Path:
+// those of the stack that allocated most through the line in the window
+// in which the site was first reported, kept from then on. Stacks and
+// paths are symbolized then, when a site is first reported, not when the
+// profile is read.
 //
 // # Signatures
 //

@@ -66,27 +66,35 @@ func userPCs() []uintptr {
 	return pcs[:runtime.Callers(1, pcs)] // marker: user-pcs
 }
 
-func TestOneLineTwoPathsKeepsTheFirst(t *testing.T) {
+func TestOneLineTwoPathsKeepsTheHeaviest(t *testing.T) {
 	line := testkit.MarkerLine(t, "path_test.go", "user-pcs")
 	user := userPCs()
 	f := &fakeProfile{}
 	f.add(append([]uintptr{funcPC(runtime.GC), funcPC(strings.Repeat)}, user...), 1, 64<<20, 0)
 	f.add(append([]uintptr{funcPC(runtime.GC), funcPC(bytes.Repeat)}, user...), 1, 64<<20, 0)
 	p, c := fakeProfiler(t, f)
-	p.Sample()
-	for i := range f.recs {
-		f.recs[i].AllocObjects++
-		f.recs[i].AllocBytes += 64 << 20
+	step := func(objs ...int64) Site {
+		t.Helper()
+		for i, n := range objs {
+			f.recs[i].AllocObjects += n
+			f.recs[i].AllocBytes += n * 64 << 20
+		}
+		c.t = c.t.Add(10 * time.Second)
+		p.Sample()
+		sn := p.Snapshot()
+		if len(sn.Allocating) != 1 || !isLine(sn.Allocating[0], "path_test.go", line) {
+			t.Fatalf("two paths into line %d are not one site: %+v", line, sn.Allocating)
+		}
+		return sn.Allocating[0]
 	}
-	c.t = c.t.Add(10 * time.Second)
 	p.Sample()
-	sn := p.Snapshot()
-	if len(sn.Allocating) != 1 || !isLine(sn.Allocating[0], "path_test.go", line) {
-		t.Fatalf("two paths into line %d are not one site: %+v", line, sn.Allocating)
+	// The second stack seen allocated most: its path is the site's.
+	if s := step(1, 3); s.AllocBytes != 4*64<<20 || len(s.Path) != 1 || s.Path[0].Function != "bytes.Repeat" || s.Stack[0].Line != line {
+		t.Errorf("window 1: %+v, want both stacks' 256 MiB and the heavier's path, bytes.Repeat", s)
 	}
-	s := sn.Allocating[0]
-	if s.AllocBytes != 2*64<<20 || len(s.Path) != 1 || s.Path[0].Function != "strings.Repeat" {
-		t.Errorf("site %+v: want both stacks' 128 MiB and the first path, strings.Repeat", s)
+	// The path is kept, whichever allocates most later.
+	if s := step(5, 0); len(s.Path) != 1 || s.Path[0].Function != "bytes.Repeat" {
+		t.Errorf("window 2: path %v, want bytes.Repeat's still", s.Path)
 	}
 }
 

@@ -31,17 +31,22 @@ type Site struct {
 	// Frame is the site. Its Label is the site label gcprobe uses
 	// everywhere ("function file:line").
 	Frame stackcapture.Frame
-	// Stack is the first stack seen through the site, from the site
-	// outward (the site first, then its callers).
+	// Stack is a stack through the site (see Path for which), from the
+	// site outward: the site first, then its callers.
 	Stack []stackcapture.Frame
 	// Path is the way from the site down to the allocation on that same
-	// first stack: the frames between the site and the allocation that
-	// are outside the runtime, innermost last, so that its last frame is
+	// stack: the frames between the site and the allocation that are
+	// outside the runtime, innermost last, so that its last frame is
 	// where the allocation happened ("io.copyBuffer" below a site that
 	// calls io.Copy). Empty when the site's own line allocated (through
-	// the runtime only). Two stacks that reach one site line by different
-	// paths are one site: it keeps the path of the first stack seen, as
-	// Stack does. PathString renders it on one line.
+	// the runtime only). PathString renders it on one line.
+	//
+	// Two stacks that reach one site line by different paths are one
+	// site, with one Stack and one Path: those of the stack that
+	// allocated most through the line in the window in which the site
+	// was first reported (the first stack seen through it if none
+	// allocated then), kept from then on, so that a site's path does not
+	// change from one report to the next.
 	Path []stackcapture.Frame
 	// AllocBytes and AllocObjects are what the site allocated over the
 	// latest window.
@@ -129,10 +134,13 @@ type bucket struct {
 // siteState is one site across reads.
 type siteState struct {
 	frame stackcapture.Frame
-	pcs   []uintptr            // the first stack seen, whole
+	pcs   []uintptr            // the first stack seen, whole; the heaviest once reported
 	at    int                  // the index in pcs of the site's PC; -1 for RuntimeSite
 	stack []stackcapture.Frame // symbolized on first report
 	path  []stackcapture.Frame // symbolized with stack
+
+	heavy    int32 // the index in p.records of the bucket that allocated most in this window
+	heavyWin int64 // and what it allocated; 0 if none did
 
 	winBytes, winObjs     int64 // this window, scaled
 	inuseBytes, inuseObjs int64 // now, scaled
@@ -293,6 +301,7 @@ func (p *Profiler) Sample() {
 
 	for _, s := range p.sites {
 		s.winBytes, s.winObjs, s.inuseBytes, s.inuseObjs = 0, 0, 0, 0
+		s.heavyWin = 0
 	}
 	p.resetSignatures()
 	sn.TotalAllocBytes, sn.TotalInUseBytes = 0, 0
@@ -309,6 +318,9 @@ func (p *Profiler) Sample() {
 		inuse := int64(float64(r.InUseBytes()) * f)
 		s.winBytes += win
 		s.winObjs += winObjs
+		if win > s.heavyWin {
+			s.heavy, s.heavyWin = int32(i), win
+		}
 		s.inuseBytes += inuse
 		s.inuseObjs += int64(float64(r.InUseObjects()) * f)
 		sn.TotalAllocBytes += win
@@ -425,6 +437,7 @@ func (p *Profiler) render(dst []Site, idx []int32) []Site {
 	for _, i := range idx {
 		s := p.sites[i]
 		if s.stack == nil {
+			p.heaviestStack(s)
 			s.stack, s.path = symbolize(s)
 		}
 		st := Site{

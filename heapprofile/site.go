@@ -115,7 +115,20 @@ func (p *Profiler) siteOf(stk []uintptr) int32 {
 	return i
 }
 
-// symbolize expands the site's first stack (s.pcs) into frames, inlined
+// heaviestStack makes the stack that allocated most through s in this
+// window (p.records, as read) the one s reports, if one allocated; called
+// before a site's first report.
+func (p *Profiler) heaviestStack(s *siteState) {
+	if s.heavyWin <= 0 || int(s.heavy) >= len(p.records) {
+		return
+	}
+	stk := p.records[s.heavy].Stack()
+	if f, at := findSite(stk); at >= 0 && f.Function == s.frame.Function && f.File == s.frame.File && f.Line == s.frame.Line {
+		s.pcs, s.at = append(s.pcs[:0], stk...), at
+	}
+}
+
+// symbolize expands the site's stack (s.pcs) into frames, inlined
 // calls included, and splits it at the site's frame: the stack from the
 // site outward, and the path, the frames between the site and the
 // allocation that are outside the runtime (compiler-generated wrappers
