@@ -24,9 +24,8 @@ var (
 // user's or a dependency's code of the stacks that allocated there (else
 // their first frame outside the runtime, else RuntimeSite; see the
 // package documentation), with what they allocated over the latest window
-// and hold now. Bytes and
-// objects are the runtime's samples scaled up as pprof scales them:
-// estimates (see the package documentation).
+// and hold now. Bytes and objects are the runtime's samples scaled up as
+// pprof scales them: estimates (see the package documentation).
 type Site struct {
 	// Frame is the site. Its Label is the site label gcprobe uses
 	// everywhere ("function file:line").
