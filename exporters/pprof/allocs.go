@@ -38,6 +38,9 @@ const (
 // only (Profile.DurationNanos), unlike the runtime's cumulative heap
 // profile, so go tool pprof shows what allocates now rather than since the
 // program started. Values are estimates scaled from the runtime's samples.
+// A snapshot that names no line (the profile off, or overflowing) gives a
+// profile without samples whose comments say why
+// (heapprofile.Snapshot.StatusText).
 func AllocsProfile(sn heapprofile.Snapshot) *profile.Profile {
 	p := &profile.Profile{
 		SampleType: []*profile.ValueType{
@@ -53,6 +56,10 @@ func AllocsProfile(sn heapprofile.Snapshot) *profile.Profile {
 		Period:            int64(sn.Rate),
 		Comments: []string{fmt.Sprintf("gcprobe: the heap profile's top sites over a window of %v, runtime.MemProfileRate %d",
 			sn.Window, sn.Rate)},
+	}
+	if msg := sn.StatusText(); msg != "" {
+		// No sample, and the reason rather than an empty profile's silence.
+		p.Comments = append(p.Comments, "gcprobe: "+msg)
 	}
 	funcs := map[string]*profile.Function{}
 	locs := map[stackcapture.Frame]*profile.Location{}

@@ -135,7 +135,7 @@ func TestAllocsGoToolPprof(t *testing.T) {
 // calls below it, in the standard library.
 func pathSnapshot() heapprofile.Snapshot {
 	site := stackcapture.Frame{Function: "example.com/app/web.(*W).ReadFrom", File: "/src/app/web/rw.go", Line: 50}
-	return heapprofile.Snapshot{Time: time.Unix(100, 0), Window: 10 * time.Second, Rate: 512 << 10,
+	return heapprofile.Snapshot{Status: heapprofile.StatusOK, Time: time.Unix(100, 0), Window: 10 * time.Second, Rate: 512 << 10,
 		Allocating: []heapprofile.Site{{
 			Frame: site,
 			Stack: []stackcapture.Frame{site, {Function: "example.com/app/web.serve", File: "/src/app/web/serve.go", Line: 9}},
@@ -190,5 +190,31 @@ func TestAllocsGoToolPprofTraces(t *testing.T) {
 	i, j, k := strings.Index(s, "io.copyBuffer"), strings.Index(s, "io.Copy\n"), strings.Index(s, "web.(*W).ReadFrom")
 	if i < 0 || j < 0 || k < 0 || !(i < j && j < k) {
 		t.Errorf("go tool pprof -traces does not show io.copyBuffer, io.Copy, then the site:\n%s", s)
+	}
+}
+
+func TestAllocsProfileSaysWhyItIsEmpty(t *testing.T) {
+	p := AllocsProfile(heapprofile.Snapshot{Status: heapprofile.StatusOff})
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sample) != 0 || !strings.Contains(strings.Join(p.Comments, "\n"), "runtime.MemProfileRate = 0") {
+		t.Errorf("the profile off: samples %d, comments %q", len(p.Sample), p.Comments)
+	}
+	if p := AllocsProfile(pathSnapshot()); len(p.Comments) != 1 {
+		t.Errorf("a profile that reads: comments %q, want the window's alone", p.Comments)
+	}
+}
+
+func TestAllocsProfileRuntimeSite(t *testing.T) {
+	rt := stackcapture.Frame{Function: heapprofile.RuntimeSite}
+	sn := heapprofile.Snapshot{Status: heapprofile.StatusOK, Window: time.Second, Rate: 512 << 10,
+		Allocating: []heapprofile.Site{{Frame: rt, Stack: []stackcapture.Frame{rt}, AllocBytes: 1 << 20, AllocObjects: 1}}}
+	p := AllocsProfile(sn)
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if l := p.Sample[0].Location; len(l) != 1 || l[0].Line[0].Function.Name != heapprofile.RuntimeSite {
+		t.Errorf("the runtime's site: %v", l)
 	}
 }
