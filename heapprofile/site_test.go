@@ -81,6 +81,7 @@ func TestSiteIsNeverTheRuntime(t *testing.T) {
 	}{
 		{name: "the runtime below the standard library", give: append(rt[:2:2], std...), wantFunc: "strings.Map"},
 		{name: "the standard library alone", give: std, wantFunc: "strings.Map"},
+		{name: "a method value's wrapper is passed", give: append([]uintptr{rt[0], funcPC(new(sync.Map).Store)}, std...), wantFunc: "strings.Map"},
 		{name: "the runtime alone", give: rt, wantFunc: RuntimeSite, wantLabel: RuntimeSite},
 		{name: "another runtime stack shares the runtime's site", give: rt[1:], wantFunc: RuntimeSite, wantLabel: RuntimeSite},
 	}
