@@ -73,8 +73,11 @@
 // "heapprofile.callerOfLeaf"), and each snapshot sums, per signature, what
 // the matching stacks allocated over the window and hold now, their share
 // of the whole profile's (Snapshot.TotalAllocBytes, TotalInUseBytes), and
-// the line responsible (SignatureStat.Site: outward of the match, in the
-// main module first). A stack counts toward every signature it matches.
+// the line responsible (SignatureStat.Site: the first frame outward of
+// the last matched one in the main module, else in the user's or a
+// dependency's code; of the lines the matching stacks go through, the one
+// that allocated most in the window). A stack counts toward every
+// signature it matches.
 // Matching symbolizes a stack once, when its bucket is first seen, and
 // keeps the result as a bit mask in the bucket: a read then only adds.
 //
@@ -120,9 +123,9 @@
 // WithMaxBuckets (DefaultMaxBuckets), is not read: the read is an overflow
 // (Snapshot.Status, the skip counted in Snapshot.Skipped), and the
 // profiler doubles its bound for the next read, up to a ceiling of
-// BoundCeiling (4) times WithMaxBuckets, since each bucket of the bound
-// costs RecordBytes (288 bytes) once read: 18 MiB at the default. The
-// next read that fits covers the skipped window too, the counts being
+// BoundCeiling (4) times WithMaxBuckets: each bucket of the bound costs
+// RecordBytes (288 bytes) once read, so the ceiling holds 18 MiB of
+// records at the default. The next read that fits covers the skipped window too, the counts being
 // cumulative; past the ceiling, every read is an overflow. The top lists
 // are bounded by WithTopK. Signatures cost a symbolization of each new
 // stack, and per read a few additions per matching bucket (the benchmark
