@@ -11,12 +11,29 @@ import (
 // runtime makes of its records, hashing each stack, finding its bucket and
 // summing by site. The profile is synthetic (distinct stacks through one
 // real allocating line, 8 frames deep), copied as runtime.MemProfile
-// copies, so that the size is controlled.
+// copies, so that the size is controlled. The signatures cases add four
+// signatures, two of which every stack matches.
 func BenchmarkRead(b *testing.B) {
 	pc := make([]uintptr, 8)
 	runtime.Callers(1, pc)
-	for _, n := range []int{1_000, 10_000, 100_000} {
-		b.Run(fmt.Sprintf("buckets=%d", n), func(b *testing.B) {
+	sigs := []Signature{
+		{Name: "bench", Frames: []string{"heapprofile.BenchmarkRead"}},
+		{Name: "runner", Frames: []string{"heapprofile.BenchmarkRead", "testing.(*B)"}},
+		{Name: "json", Frames: []string{"encoding/json.Unmarshal"}},
+		{Name: "gob", Frames: []string{"encoding/gob.", "sync.(*Map)"}},
+	}
+	for _, c := range []struct {
+		n    int
+		sigs bool
+	}{{1_000, false}, {10_000, false}, {100_000, false}, {10_000, true}, {100_000, true}} {
+		n := c.n
+		name := fmt.Sprintf("buckets=%d", n)
+		opts := []Option{WithMaxBuckets(n)}
+		if c.sigs {
+			name += "/signatures=4"
+			opts = append(opts, WithSignatures(sigs...))
+		}
+		b.Run(name, func(b *testing.B) {
 			src := make([]runtime.MemProfileRecord, n)
 			for i := range src {
 				r := &src[i]
@@ -25,7 +42,7 @@ func BenchmarkRead(b *testing.B) {
 				r.AllocBytes, r.AllocObjects = 4096*int64(i+1), int64(i+1)
 				r.FreeBytes, r.FreeObjects = 4096*int64(i/2), int64(i/2)
 			}
-			p, err := New(WithMaxBuckets(n))
+			p, err := New(opts...)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -39,6 +56,9 @@ func BenchmarkRead(b *testing.B) {
 			var cycle uint64
 			p.cycles = func() uint64 { cycle++; return cycle } // a cycle before every read
 			p.Sample()                                         // the baseline: every bucket and site made
+			if c.sigs && p.Snapshot().Signatures[1].InUseBytes == 0 {
+				b.Fatal("the stacks do not match the signatures")
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {

@@ -17,7 +17,9 @@ const (
 	MinInterval = 10 * time.Millisecond
 	// DefaultMaxBuckets bounds the profile's buckets a read copies
 	// (WithMaxBuckets): 16384 records are 4.5 MiB. A bigger profile is
-	// not read, and the skip is counted (Snapshot.Skipped).
+	// not read (Snapshot.Status is StatusOverflow, the skip counted in
+	// Snapshot.Skipped) and the bound is raised for the next read, up to
+	// BoundCeiling times this (18 MiB).
 	DefaultMaxBuckets = 16384
 	// DefaultTopK is how many sites each top list holds (WithTopK).
 	DefaultTopK = 10
@@ -66,6 +68,7 @@ type config struct {
 	growingWindows int
 	growingBytes   int64
 	now            func() time.Time
+	sigs           []Signature // WithSignatures (signatures.go)
 }
 
 func defaultConfig() config {
@@ -91,8 +94,10 @@ func WithInterval(d time.Duration) Option {
 	}
 }
 
-// WithMaxBuckets bounds the profile buckets a read copies, at least 1.
-// Default DefaultMaxBuckets.
+// WithMaxBuckets bounds the profile buckets a read copies, at least 1: a
+// read holds RecordBytes (288) per bucket. A profile over the bound is an
+// overflow (StatusOverflow): that read is not made, and the bound doubles
+// for the next one, up to BoundCeiling times n. Default DefaultMaxBuckets.
 func WithMaxBuckets(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -139,6 +144,48 @@ func WithClock(now func() time.Time) Option {
 			return optionErr("WithClock", "clock must not be nil")
 		}
 		c.now = now
+		return nil
+	}
+}
+
+// MaxSignatures bounds WithSignatures: a bucket's matches are a 32-bit
+// mask.
+const MaxSignatures = 32
+
+// WithSignatures makes the profiler sum, per signature, what the matching
+// stacks allocated and hold (Snapshot.Signatures, in this order). A stack
+// counts toward every signature it matches. Calls add up; in all, the
+// signatures must have names, distinct, and frames, none empty, and be at
+// most MaxSignatures. A stack's matches are found once, when the stack is
+// first seen, by symbolizing it; a read then only adds.
+func WithSignatures(sigs ...Signature) Option {
+	sigs = append([]Signature(nil), sigs...)
+	for i := range sigs {
+		sigs[i].Frames = append([]string(nil), sigs[i].Frames...) // the caller's slices stay the caller's
+	}
+	return func(c *config) error {
+		all := append(c.sigs[:len(c.sigs):len(c.sigs)], sigs...)
+		if len(all) > MaxSignatures {
+			return optionErr("WithSignatures", "at most %d signatures, got %d", MaxSignatures, len(all))
+		}
+		names := make(map[string]bool, len(all))
+		for i, s := range all {
+			switch {
+			case s.Name == "":
+				return optionErr("WithSignatures", "signature %d has no name", i)
+			case names[s.Name]:
+				return optionErr("WithSignatures", "two signatures are named %q", s.Name)
+			case len(s.Frames) == 0:
+				return optionErr("WithSignatures", "signature %q has no frames", s.Name)
+			}
+			for j, f := range s.Frames {
+				if f == "" {
+					return optionErr("WithSignatures", "signature %q: frame %d is empty", s.Name, j)
+				}
+			}
+			names[s.Name] = true
+		}
+		c.sigs = all
 		return nil
 	}
 }

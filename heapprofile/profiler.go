@@ -21,17 +21,32 @@ var (
 )
 
 // Site is one call site of the heap profile: the first frame in the
-// user's or a dependency's code of the stacks that allocated there, with
-// what they allocated over the latest window and hold now. Bytes and
-// objects are the runtime's samples scaled up as pprof scales them:
-// estimates (see the package documentation).
+// user's or a dependency's code of the stacks that allocated there (else
+// their first frame outside the runtime, else RuntimeSite; see the
+// package documentation), with what they allocated over the latest window
+// and hold now. Bytes and objects are the runtime's samples scaled up as
+// pprof scales them: estimates (see the package documentation).
 type Site struct {
 	// Frame is the site. Its Label is the site label gcprobe uses
 	// everywhere ("function file:line").
 	Frame stackcapture.Frame
-	// Stack is the first stack seen through the site, from the site
-	// outward (the site first, then its callers).
+	// Stack is a stack through the site (see Path for which), from the
+	// site outward: the site first, then its callers.
 	Stack []stackcapture.Frame
+	// Path is the way from the site down to the allocation on that same
+	// stack: the frames between the site and the allocation that are
+	// outside the runtime, innermost last, so that its last frame is
+	// where the allocation happened ("io.copyBuffer" below a site that
+	// calls io.Copy). Empty when the site's own line allocated (through
+	// the runtime only). PathString renders it on one line.
+	//
+	// Two stacks that reach one site line by different paths are one
+	// site, with one Stack and one Path: those of the stack that
+	// allocated most through the line in the window in which the site
+	// was first reported (the first stack seen through it if none
+	// allocated then), kept from then on, so that a site's path does not
+	// change from one report to the next.
+	Path []stackcapture.Frame
 	// AllocBytes and AllocObjects are what the site allocated over the
 	// latest window.
 	AllocBytes, AllocObjects int64
@@ -49,8 +64,13 @@ type Site struct {
 }
 
 // Label returns the site as "function file:line", bounded and safe for a
-// metric label or a span attribute.
-func (s *Site) Label() string { return s.Frame.Label() }
+// metric label or a span attribute; the runtime's site as RuntimeSite.
+func (s *Site) Label() string {
+	if s.Frame == runtimeSiteFrame {
+		return RuntimeSite
+	}
+	return s.Frame.Label()
+}
 
 // Snapshot is the profiler's picture after its latest read.
 type Snapshot struct {
@@ -60,14 +80,23 @@ type Snapshot struct {
 	// allocation figures cover; zero after the first read, which only
 	// sets the baseline.
 	Window time.Duration
+	// Status says whether the latest read named the allocating lines
+	// (StatusOK), or why not: the profile is off (StatusOff) or has more
+	// buckets than the bound (StatusOverflow). The lists are empty unless
+	// it is StatusOK. StatusText says it in a sentence.
+	Status Status
 	// Rate is runtime.MemProfileRate at the latest read; 0 means the
-	// runtime records no profile, and every list is empty.
+	// runtime records no profile (StatusOff).
 	Rate int
 	// Buckets is how many stacks the runtime's profile held, and Sites
 	// how many sites they make.
 	Buckets, Sites int
+	// Bound is the bucket bound of the latest read: WithMaxBuckets, or
+	// more once an overflow raised it; Ceiling is as far as it can be
+	// raised, BoundCeiling times WithMaxBuckets.
+	Bound, Ceiling int
 	// Reads counts the reads, Skipped those not made because the profile
-	// had more than WithMaxBuckets buckets.
+	// had more buckets than the bound.
 	Reads, Skipped uint64
 	// Unchanged counts the reads skipped because no GC cycle had ended
 	// since the previous one (see Sample).
@@ -81,19 +110,36 @@ type Snapshot struct {
 	// WithGrowing windows by at least its bytes, most grown first, at
 	// most WithTopK of them.
 	Growing []Site
+	// Signatures are the figures of WithSignatures' signatures, in its
+	// order; empty without signatures, and unless Status is StatusOK.
+	Signatures []SignatureStat
+	// TotalAllocBytes is what the whole profile allocated over the
+	// window, TotalInUseBytes what it holds now (scaled): the
+	// denominators of the signatures' shares.
+	TotalAllocBytes, TotalInUseBytes int64
 }
 
 // bucket is one stack of the runtime's profile across reads.
 type bucket struct {
 	allocBytes, allocObjs int64 // cumulative, raw, at the previous read
 	site                  int32
+	// sigs is the signatures the stack matches, a bit each; its
+	// matches' lines (slots) are p.sigArena[sigAt:], one a bit, in
+	// order of the bits. Found when the stack is first seen.
+	sigs  uint32
+	sigAt int32
 }
 
 // siteState is one site across reads.
 type siteState struct {
 	frame stackcapture.Frame
-	pcs   []uintptr            // the first stack seen, from the site out
+	pcs   []uintptr            // the first stack seen, whole; the heaviest once reported
+	at    int                  // the index in pcs of the site's PC; -1 for RuntimeSite
 	stack []stackcapture.Frame // symbolized on first report
+	path  []stackcapture.Frame // symbolized with stack
+
+	heavy    int32 // the index in p.records of the bucket that allocated most in this window
+	heavyWin int64 // and what it allocated; 0 if none did
 
 	winBytes, winObjs     int64 // this window, scaled
 	inuseBytes, inuseObjs int64 // now, scaled
@@ -119,9 +165,19 @@ type Profiler struct {
 	snap    Snapshot
 	last    time.Time
 	read    func([]runtime.MemProfileRecord) (int, bool) // runtime.MemProfile, or a test's
+	rate    func() int                                   // runtime.MemProfileRate, or a test's
+	bound   int                                          // the bucket bound, raised on overflow
 	cycles  func() uint64                                // GC cycles completed; a test's in tests
 	cycle   uint64                                       // at the latest read
 	cycleS  []metrics.Sample
+
+	// WithSignatures' state (signatures.go), under mu.
+	mainPath  string
+	sigAccs   []sigAcc
+	sigSlots  []sigSlot
+	slotByKey map[sigSlotKey]int32
+	sigArena  []int32
+	frameBuf  []stackcapture.Frame
 
 	life lifecycle.Lifecycle
 }
@@ -143,9 +199,16 @@ func New(opts ...Option) (*Profiler, error) {
 		buckets: make(map[uint64]*bucket),
 		byLabel: make(map[string]int32),
 		read:    func(r []runtime.MemProfileRecord) (int, bool) { return runtime.MemProfile(r, true) },
+		rate:    func() int { return runtime.MemProfileRate },
+		bound:   cfg.maxBuckets,
 		cycleS:  []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}},
 	}
 	p.cycles = p.readCycles
+	if len(cfg.sigs) > 0 {
+		p.mainPath = mainModule()
+		p.sigAccs = make([]sigAcc, len(cfg.sigs))
+		p.slotByKey = make(map[sigSlotKey]int32)
+	}
 	p.life.Name = "heapprofile: Profiler"
 	return p, nil
 }
@@ -198,18 +261,34 @@ func (p *Profiler) Sample() {
 	start := time.Now()
 	now := p.cfg.now()
 	sn := &p.snap
-	sn.Rate = runtime.MemProfileRate
+	sn.Rate = p.rate()
+	sn.Ceiling = BoundCeiling * p.cfg.maxBuckets
+	if sn.Rate == 0 {
+		// The runtime records nothing: say so rather than show the
+		// last window's lists, or empty ones, as what allocates now.
+		sn.Status = StatusOff
+		p.clearLists()
+		return
+	}
 	cycle := p.cycles()
 	if sn.Reads > 0 && cycle == p.cycle {
 		sn.Unchanged++
 		return
 	}
-	if !p.fill() {
+	sn.Bound = p.bound
+	if n, ok := p.fill(); !ok {
+		// Too big to read at this bound. The deltas are cumulative
+		// counts, so nothing is lost: the next read that fits covers
+		// this window too. Raising the bound is what lets it fit.
 		sn.Skipped++
+		sn.Status, sn.Buckets = StatusOverflow, n
+		p.clearLists()
+		p.bound = raise(p.bound, n, sn.Ceiling)
 		return
 	}
 	first := sn.Reads == 0
 	sn.Reads++
+	sn.Status = StatusOK
 	p.cycle = cycle
 	sn.Buckets = len(p.records)
 	if first {
@@ -221,18 +300,33 @@ func (p *Profiler) Sample() {
 
 	for _, s := range p.sites {
 		s.winBytes, s.winObjs, s.inuseBytes, s.inuseObjs = 0, 0, 0, 0
+		s.heavyWin = 0
 	}
+	p.resetSignatures()
+	sn.TotalAllocBytes, sn.TotalInUseBytes = 0, 0
 	for i := range p.records {
 		r := &p.records[i]
 		b := p.bucketOf(r)
 		f := scale(r.AllocObjects, r.AllocBytes, sn.Rate)
 		s := p.sites[b.site]
+		var win, winObjs int64
 		if !first {
-			s.winBytes += int64(float64(r.AllocBytes-b.allocBytes) * f)
-			s.winObjs += int64(float64(r.AllocObjects-b.allocObjs) * f)
+			win = int64(float64(r.AllocBytes-b.allocBytes) * f)
+			winObjs = int64(float64(r.AllocObjects-b.allocObjs) * f)
 		}
-		s.inuseBytes += int64(float64(r.InUseBytes()) * f)
+		inuse := int64(float64(r.InUseBytes()) * f)
+		s.winBytes += win
+		s.winObjs += winObjs
+		if win > s.heavyWin {
+			s.heavy, s.heavyWin = int32(i), win
+		}
+		s.inuseBytes += inuse
 		s.inuseObjs += int64(float64(r.InUseObjects()) * f)
+		sn.TotalAllocBytes += win
+		sn.TotalInUseBytes += inuse
+		if b.sigs != 0 {
+			p.addSignatures(b, win, inuse)
+		}
 		b.allocBytes, b.allocObjs = r.AllocBytes, r.AllocObjects
 	}
 	for _, s := range p.sites {
@@ -249,23 +343,25 @@ func (p *Profiler) Sample() {
 	}
 	sn.Sites = len(p.sites)
 	p.rank(first)
+	p.renderSignatures()
 	sn.ReadDuration = time.Since(start)
 }
 
 // fill reads the runtime's profile into p.records, growing the slice up to
-// the bucket bound; false when the profile is bigger than the bound.
-func (p *Profiler) fill() bool {
+// the bucket bound, and returns the profile's buckets; false when they are
+// more than the bound.
+func (p *Profiler) fill() (int, bool) {
 	for {
 		n, ok := p.read(p.records[:cap(p.records)])
 		if ok {
 			p.records = p.records[:n]
-			return true
+			return n, true
 		}
-		if n > p.cfg.maxBuckets {
-			return false
+		if n > p.bound {
+			return n, false
 		}
 		// Room for the buckets added while we grow.
-		p.records = make([]runtime.MemProfileRecord, 0, min(n+n/8+16, p.cfg.maxBuckets))
+		p.records = make([]runtime.MemProfileRecord, 0, min(n+n/8+16, p.bound))
 	}
 }
 
@@ -279,37 +375,11 @@ func (p *Profiler) bucketOf(r *runtime.MemProfileRecord) *bucket {
 	// A new stack: the runtime's buckets are never freed, so the map
 	// grows with the profile, which fill bounds.
 	b := &bucket{site: p.siteOf(stk)}
+	if len(p.cfg.sigs) > 0 {
+		p.matchSignatures(stk, b)
+	}
 	p.buckets[h] = b
 	return b
-}
-
-// siteOf finds the site of a stack: the first return PC whose frames begin
-// in the user's or a dependency's code; the innermost frame if none does.
-func (p *Profiler) siteOf(stk []uintptr) int32 {
-	at := 0
-	var f stackcapture.Frame
-	found := false
-	for i, pc := range stk {
-		if stackcapture.OriginOf(pc) == stackcapture.OriginUser {
-			if sf := stackcapture.SiteFrameOfPC(pc); sf != nil {
-				f, at, found = *sf, i, true
-				break
-			}
-		}
-	}
-	if !found && len(stk) > 0 {
-		if sf := stackcapture.SiteFrameOfPC(stk[0]); sf != nil {
-			f = *sf
-		}
-	}
-	key := f.String()
-	if i, ok := p.byLabel[key]; ok {
-		return i
-	}
-	i := int32(len(p.sites))
-	p.sites = append(p.sites, &siteState{frame: f, pcs: append([]uintptr(nil), stk[at:]...)})
-	p.byLabel[key] = i
-	return i
 }
 
 // scale returns the factor that turns a stack's sampled counts into
@@ -366,10 +436,11 @@ func (p *Profiler) render(dst []Site, idx []int32) []Site {
 	for _, i := range idx {
 		s := p.sites[i]
 		if s.stack == nil {
-			s.stack = symbolize(s.pcs, s.frame)
+			p.heaviestStack(s)
+			s.stack, s.path = symbolize(s)
 		}
 		st := Site{
-			Frame: s.frame, Stack: s.stack,
+			Frame: s.frame, Stack: s.stack, Path: s.path,
 			AllocBytes: s.winBytes, AllocObjects: s.winObjs,
 			InUseBytes: s.inuseBytes, InUseObjects: s.inuseObjs,
 			GrowthBytes: s.growth, GrowingFor: s.grewFor, GrownBytes: s.inuseBytes - s.grownFrom,
@@ -382,26 +453,6 @@ func (p *Profiler) render(dst []Site, idx []int32) []Site {
 	return dst
 }
 
-// symbolize expands pcs into frames, inlined calls included, beginning at
-// the site's frame.
-func symbolize(pcs []uintptr, site stackcapture.Frame) []stackcapture.Frame {
-	var fs []stackcapture.Frame
-	it := runtime.CallersFrames(pcs)
-	for {
-		f, more := it.Next()
-		if len(fs) > 0 || (f.Function == site.Function && f.Line == site.Line) {
-			fs = append(fs, stackcapture.Frame{Function: f.Function, File: f.File, Line: f.Line, PC: f.PC})
-		}
-		if !more {
-			break
-		}
-	}
-	if len(fs) == 0 {
-		fs = []stackcapture.Frame{site}
-	}
-	return fs
-}
-
 // Snapshot returns the latest read's picture. Its slices are the caller's.
 func (p *Profiler) Snapshot() Snapshot {
 	p.mu.Lock()
@@ -409,6 +460,7 @@ func (p *Profiler) Snapshot() Snapshot {
 	sn := p.snap
 	sn.Allocating = append([]Site(nil), p.snap.Allocating...)
 	sn.Growing = append([]Site(nil), p.snap.Growing...)
+	sn.Signatures = append([]SignatureStat(nil), p.snap.Signatures...)
 	return sn
 }
 

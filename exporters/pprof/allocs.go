@@ -28,12 +28,19 @@ const (
 
 // AllocsProfile returns the heap profiler's snapshot as a profile: one
 // sample per site of its top allocating and growing lists (a site on both
-// once), located at the site's stack (site first), with the values
+// once), located from the allocation's side: the site's path
+// (heapprofile.Site.Path) innermost first, then the site and its callers.
+// So go tool pprof -traces shows the way from the line down to the
+// allocation, and -top lists the function that allocated as flat and the
+// site as cum (a site whose own line allocated is both). The values are
 // alloc_space (the default), alloc_objects, inuse_space and growth_space.
 // It is a delta profile: the allocation values cover the snapshot's window
 // only (Profile.DurationNanos), unlike the runtime's cumulative heap
 // profile, so go tool pprof shows what allocates now rather than since the
 // program started. Values are estimates scaled from the runtime's samples.
+// A snapshot that names no line (the profile off, or overflowing) gives a
+// profile without samples whose comments say why
+// (heapprofile.Snapshot.StatusText).
 func AllocsProfile(sn heapprofile.Snapshot) *profile.Profile {
 	p := &profile.Profile{
 		SampleType: []*profile.ValueType{
@@ -49,6 +56,10 @@ func AllocsProfile(sn heapprofile.Snapshot) *profile.Profile {
 		Period:            int64(sn.Rate),
 		Comments: []string{fmt.Sprintf("gcprobe: the heap profile's top sites over a window of %v, runtime.MemProfileRate %d",
 			sn.Window, sn.Rate)},
+	}
+	if msg := sn.StatusText(); msg != "" {
+		// No sample, and the reason rather than an empty profile's silence.
+		p.Comments = append(p.Comments, "gcprobe: "+msg)
 	}
 	funcs := map[string]*profile.Function{}
 	locs := map[stackcapture.Frame]*profile.Location{}
@@ -82,6 +93,9 @@ func AllocsProfile(sn heapprofile.Snapshot) *profile.Profile {
 		sample := &profile.Sample{Value: []int64{s.AllocBytes, s.AllocObjects, s.InUseBytes, 0}}
 		if s.GrowingFor > 0 && s.GrownBytes > 0 {
 			sample.Value[3] = s.GrownBytes
+		}
+		for i := len(s.Path) - 1; i >= 0; i-- { // the path is innermost last; a sample's leaf comes first
+			sample.Location = append(sample.Location, location(s.Path[i]))
 		}
 		for _, f := range stack {
 			sample.Location = append(sample.Location, location(f))

@@ -10,11 +10,13 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/pprof/profile"
 
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/testkit"
+	"github.com/gcprobe/probe/stackcapture"
 )
 
 var allocSink []byte
@@ -126,5 +128,93 @@ func TestAllocsGoToolPprof(t *testing.T) {
 	AllocsHandler(func() heapprofile.Snapshot { return sn }).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("POST: %d", rec.Code)
+	}
+}
+
+// pathSnapshot is a snapshot of one site whose allocation happens two
+// calls below it, in the standard library.
+func pathSnapshot() heapprofile.Snapshot {
+	site := stackcapture.Frame{Function: "example.com/app/web.(*W).ReadFrom", File: "/src/app/web/rw.go", Line: 50}
+	return heapprofile.Snapshot{Status: heapprofile.StatusOK, Time: time.Unix(100, 0), Window: 10 * time.Second, Rate: 512 << 10,
+		Allocating: []heapprofile.Site{{
+			Frame: site,
+			Stack: []stackcapture.Frame{site, {Function: "example.com/app/web.serve", File: "/src/app/web/serve.go", Line: 9}},
+			Path: []stackcapture.Frame{
+				{Function: "io.Copy", File: "/go/src/io/io.go", Line: 388},
+				{Function: "io.copyBuffer", File: "/go/src/io/io.go", Line: 411},
+			},
+			AllocBytes: 64 << 20, AllocObjects: 16,
+		}}}
+}
+
+func TestAllocsProfileBeginsAtTheAllocation(t *testing.T) {
+	p := AllocsProfile(pathSnapshot())
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range p.Sample[0].Location {
+		got = append(got, l.Line[0].Function.Name)
+	}
+	want := []string{"io.copyBuffer", "io.Copy", "example.com/app/web.(*W).ReadFrom", "example.com/app/web.serve"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("sample stack %v, want the path innermost first, then the site and its callers %v", got, want)
+	}
+}
+
+// TestAllocsGoToolPprofTraces reads the path with go tool pprof -traces,
+// as a user would.
+func TestAllocsGoToolPprofTraces(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go tool pprof")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	file := filepath.Join(t.TempDir(), "gcprobe-allocs.pb.gz")
+	var buf bytes.Buffer
+	if err := WriteAllocs(&buf, pathSnapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(goTool, "tool", "pprof", "-traces", file)
+	cmd.Env = append(os.Environ(), "PPROF_TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -traces: %v\n%s", err, out)
+	}
+	s := string(out)
+	i, j, k := strings.Index(s, "io.copyBuffer"), strings.Index(s, "io.Copy\n"), strings.Index(s, "web.(*W).ReadFrom")
+	if i < 0 || j < 0 || k < 0 || !(i < j && j < k) {
+		t.Errorf("go tool pprof -traces does not show io.copyBuffer, io.Copy, then the site:\n%s", s)
+	}
+}
+
+func TestAllocsProfileSaysWhyItIsEmpty(t *testing.T) {
+	p := AllocsProfile(heapprofile.Snapshot{Status: heapprofile.StatusOff})
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sample) != 0 || !strings.Contains(strings.Join(p.Comments, "\n"), "runtime.MemProfileRate = 0") {
+		t.Errorf("the profile off: samples %d, comments %q", len(p.Sample), p.Comments)
+	}
+	if p := AllocsProfile(pathSnapshot()); len(p.Comments) != 1 {
+		t.Errorf("a profile that reads: comments %q, want the window's alone", p.Comments)
+	}
+}
+
+func TestAllocsProfileRuntimeSite(t *testing.T) {
+	rt := stackcapture.Frame{Function: heapprofile.RuntimeSite}
+	sn := heapprofile.Snapshot{Status: heapprofile.StatusOK, Window: time.Second, Rate: 512 << 10,
+		Allocating: []heapprofile.Site{{Frame: rt, Stack: []stackcapture.Frame{rt}, AllocBytes: 1 << 20, AllocObjects: 1}}}
+	p := AllocsProfile(sn)
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if l := p.Sample[0].Location; len(l) != 1 || l[0].Line[0].Function.Name != heapprofile.RuntimeSite {
+		t.Errorf("the runtime's site: %v", l)
 	}
 }

@@ -67,10 +67,14 @@
 // (package heapprofile) top allocating and growing sites over its latest
 // window, a delta rather than the runtime's since-start totals, with the
 // sample types alloc_space/bytes (the default), alloc_objects/count,
-// inuse_space/bytes and growth_space/bytes:
+// inuse_space/bytes and growth_space/bytes. A sample's stack begins at
+// the allocation: the site's path down to it (heapprofile.Site.Path),
+// then the site and its callers, so the site's line is the cum column and
+// the function that allocated below it the flat one:
 //
-//	go tool pprof -top http://127.0.0.1:6061/debug/pprof/gcprobe-allocs    # what allocates now
-//	go tool pprof -top -sample_index=growth_space ...                      # what keeps growing
+//	go tool pprof -top -cum http://127.0.0.1:6061/debug/pprof/gcprobe-allocs  # what allocates now
+//	go tool pprof -traces ...                                                # from each line down to the allocation
+//	go tool pprof -top -sample_index=growth_space ...                        # what keeps growing
 //
 // All exported functions are safe for concurrent use. Handler builds at
 // most MaxConcurrentBuilds profiles at once.
