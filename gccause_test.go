@@ -101,6 +101,9 @@ func TestGCCauseChild(t *testing.T) {
 		spin() // the CPU-bound neighbour of "starved"
 		return
 	}
+	if scenario == "alloc-off" {
+		runtime.MemProfileRate = 0 // as a program that turns the heap profile off, early in main
+	}
 	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()),
 		probe.WithSamplerOptions(memstats.WithRateWindow(causeRateWindow), memstats.WithInterval(250*time.Millisecond),
 			// Scaled to the short window: a cause holds a second
@@ -119,7 +122,7 @@ func TestGCCauseChild(t *testing.T) {
 	defer wg.Wait()
 	defer close(stop)
 	work := map[string]func(<-chan struct{}){
-		"alloc": allocLoop, "cache": cacheGrow, "memlimit": cacheGrow, "healthy": steady, "starved": allocLoop,
+		"alloc": allocLoop, "cache": cacheGrow, "memlimit": cacheGrow, "healthy": steady, "starved": allocLoop, "alloc-off": allocLoop,
 	}[scenario]
 	if scenario == "starved" {
 		startNeighbour(t)
@@ -153,16 +156,17 @@ func TestGCCauseChild(t *testing.T) {
 		return
 	}
 	want := map[string]string{
-		"alloc":    memstats.DetectorAllocationDriven,
-		"cache":    memstats.DetectorLiveHeapGrowth,
-		"memlimit": memstats.DetectorMemoryLimitPressure,
-		"starved":  memstats.DetectorStoppingLatency,
+		"alloc":     memstats.DetectorAllocationDriven,
+		"cache":     memstats.DetectorLiveHeapGrowth,
+		"memlimit":  memstats.DetectorMemoryLimitPressure,
+		"starved":   memstats.DetectorStoppingLatency,
+		"alloc-off": memstats.DetectorAllocationDriven,
 	}[scenario]
 	deadline := start.Add(20 * causeRateWindow) // a loaded machine is slow; the parent judges the time
 	for {
 		r := p.Report()
 		i := slices.IndexFunc(r.GCCause.Causes, func(c probe.Cause) bool {
-			return c.Event.Detector == want && (len(c.Sites) > 0 || want == memstats.DetectorStoppingLatency)
+			return c.Event.Detector == want && (len(c.Sites) > 0 || want == memstats.DetectorStoppingLatency || c.Note != "")
 		})
 		if i >= 0 {
 			printAllocsTop(t, p)
@@ -317,6 +321,21 @@ func TestGCCauseNamesOfNoProbe(t *testing.T) {
 	}
 	if n := new(probe.Probe).GCCauseNames(); n != nil {
 		t.Errorf("a zero Probe names causes %v", n)
+	}
+}
+
+// TestGCCauseProfileOff: with runtime.MemProfileRate = 0 the cause is
+// named, and the Report says why no line is.
+func TestGCCauseProfileOff(t *testing.T) {
+	rep, _ := runCause(t, "alloc-off")
+	if !strings.Contains(rep, "GC cause: allocation-driven:") {
+		t.Errorf("no allocation-driven cause in the report")
+	}
+	if !strings.Contains(rep, "note: the heap profile is off (runtime.MemProfileRate = 0)") {
+		t.Errorf("the report does not say the heap profile is off")
+	}
+	if strings.Contains(rep, "look at") {
+		t.Errorf("the report names a line with the profile off")
 	}
 }
 

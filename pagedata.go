@@ -230,7 +230,10 @@ type PageAllocating struct {
 
 // PageHeapSite is one site of the heap profile.
 type PageHeapSite struct {
-	Site                string      `json:"site"`
+	Site string `json:"site"`
+	// Path is the site's line down to the allocation
+	// (heapprofile.Site.PathString); empty when the site allocates itself.
+	Path                string      `json:"path,omitempty"`
 	AllocBytesPerSecond float64     `json:"alloc_bytes_per_second"`
 	InUseBytes          int64       `json:"in_use_bytes"`
 	GrownBytes          int64       `json:"grown_bytes"`
@@ -386,7 +389,11 @@ func pageHeapSites(sites []heapprofile.Site) []PageHeapSite {
 	out := make([]PageHeapSite, 0, len(sites))
 	for i := range sites {
 		s := &sites[i]
-		out = append(out, PageHeapSite{Site: s.Label(), AllocBytesPerSecond: s.AllocBytesPerSecond,
+		path := ""
+		if len(s.Path) > 0 {
+			path = cut(s.PathString())
+		}
+		out = append(out, PageHeapSite{Site: s.Label(), Path: path, AllocBytesPerSecond: s.AllocBytesPerSecond,
 			InUseBytes: s.InUseBytes, GrownBytes: s.GrownBytes, GrowingFor: s.GrowingFor, Stack: pageStack(userFrames(s.Stack))})
 	}
 	return out

@@ -192,12 +192,10 @@ func (p *Probe) causeLabels(yield func(cause, site string) bool) {
 
 // heapNote says why the heap profile names no line now.
 func heapNote(h *heapprofile.Snapshot) string {
-	switch {
-	case h.Rate == 0:
-		return "the heap profile is off (runtime.MemProfileRate = 0): no allocating line can be named; leave MemProfileRate at its default (512 KiB) to name them"
-	case h.Skipped > 0 && h.Reads == 0:
-		return fmt.Sprintf("the heap profile has more stacks than the profiler reads (%d buckets): raise heapprofile.WithMaxBuckets to name lines", h.Buckets)
-	case h.Window == 0:
+	if t := h.StatusText(); t != "" {
+		return t
+	}
+	if h.Window == 0 {
 		return "the heap profile has not been read over a window yet: the lines come with its next read"
 	}
 	return "no line stands out in the heap profile's latest window"
@@ -253,6 +251,9 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 			writeSiteStack(b, &s)
 		}
 	}
+	if t := r.GCCause.Heap.StatusText(); t != "" && len(r.GCCause.Causes) == 0 {
+		fmt.Fprintf(b, "heap profile: %s\n", t)
+	}
 	r.writeAllocating(b)
 }
 
@@ -274,9 +275,17 @@ func (r Report) writeAllocating(b *bytes.Buffer) {
 	}
 }
 
-// siteLine is a heap site as the Report names it: "function file:line".
+// siteLine is a heap site as the Report names it: "function file:line",
+// and the path down to the allocation when it has one.
 func siteLine(s *heapprofile.Site) string {
-	return fmt.Sprintf("%s %s:%d", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
+	if s.Frame.File == "" {
+		return s.Label() // the runtime's shared site
+	}
+	l := fmt.Sprintf("%s %s:%d", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
+	if len(s.Path) > 0 {
+		l += " (" + s.PathString() + ")"
+	}
+	return l
 }
 
 // writeSiteStack writes the first callers of a site under it, the

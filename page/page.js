@@ -232,7 +232,7 @@
       if (k.fix) li.appendChild(el("div", "fix: " + k.fix, "fix"));
       if (k.note) li.appendChild(el("div", "note: " + k.note, "note"));
       k.sites.forEach(function (s) {
-        li.appendChild(el("div", "look at " + s.site + (k.growing ? ": +" + bytes(Math.max(s.grown_bytes, 0)) + " in use" : ": " + bytes(Math.max(s.alloc_bytes_per_second, 0)) + "/s"), "site"));
+        li.appendChild(el("div", "look at " + s.site + (s.path ? " (" + s.path + ")" : "") + (k.growing ? ": +" + bytes(Math.max(s.grown_bytes, 0)) + " in use" : ": " + bytes(Math.max(s.alloc_bytes_per_second, 0)) + "/s"), "site"));
       });
       ul.appendChild(li);
     });
@@ -242,7 +242,7 @@
     var grown = {};
     a.growing.forEach(function (s) { grown[s.site] = s.grown_bytes; });
     a.allocating.forEach(function (s) {
-      var tr = el("tr"), td = el("td", s.site, "site");
+      var tr = el("tr"), td = el("td", s.site + (s.path ? " (" + s.path + ")" : ""), "site");
       td.title = s.stack.map(function (f) { return f.function + " " + f.file + ":" + f.line; }).join("\n");
       tr.appendChild(td);
       tr.appendChild(el("td", bytes(Math.max(s.alloc_bytes_per_second, 0)) + "/s"));
