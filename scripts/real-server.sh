@@ -8,7 +8,9 @@
 # the probe's Warn lines, and fails if a site was logged growing (the
 # server has no leak) or if Caddy's file opens are counted at its one-line
 # filesystem wrapper (internal/filesystems/os.go) rather than at the
-# fileserver's lines that call it.
+# fileserver's lines that call it. It prints the GC causes and the top
+# allocating lines with their paths, and fails if a runtime frame is named
+# as an allocating line or a cause changed state more than once a minute.
 #
 # Not part of .ci/run: the first build compiles about 830 packages in the
 # mode (minutes on 2 cores); later runs reuse the build cache. The module
@@ -128,6 +130,16 @@ d = json.load(open(sys.argv[1]))
 print("GC cycles", d["gc"]["cycles"], "runtime mode", d["runtime_mode"])
 for s in d["sites"][:10]:
     print(" ", s["verdict"], s["registered"], s["outstanding"], s["suspect"], s["dropped"], s.get("resource", ""), s["function"], "%s:%d" % (s["file"].rsplit("/", 2)[-1], s["line"]))
+print("GC causes:")
+for c in d["gc_cause"]["causes"]:
+    print("  ", c["words"])
+    if c.get("fix"):
+        print("     fix:", c["fix"])
+    for s in c["sites"]:
+        print("     look at", s["site"], "(" + s["path"] + ")" if s.get("path") else "")
+print("allocating lines over %.0fs:" % d["allocating_sites"]["window_seconds"])
+for s in d["allocating_sites"]["allocating"][:6]:
+    print("  %8.1f MiB/s %s %s" % (s["alloc_bytes_per_second"] / (1 << 20), s["site"], "(" + s["path"] + ")" if s.get("path") else ""))
 EOF
 echo "gcprobe Warn lines:"
 grep -o 'WARN gcprobe: [^"]*' "$dir/caddy.err" | cut -c1-160 | sort | uniq -c || true
@@ -138,6 +150,17 @@ if grep -q 'site growing' "$dir/caddy.err"; then
 fi
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if any(s["file"].endswith("internal/filesystems/os.go") and s["registered"] > 100 for s in d["sites"]) else 1)' "$dir/data.json"; then
 	echo "FAIL: Caddy's file opens are counted at its one-line wrapper, not at its callers"
+	fail=1
+fi
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if any(s["site"].startswith(("runtime.", "internal/runtime/")) for s in d["allocating_sites"]["allocating"] + d["allocating_sites"]["growing"]) else 1)' "$dir/data.json"; then
+	echo "FAIL: a runtime frame is named as an allocating line"
+	fail=1
+fi
+# Causes change state at most once a minute each: over the run, at most
+# one line per started minute per detector.
+minutes=$(( ($(echo "$duration" | tr -dc 0-9) + 59) / 60 ))
+if grep -o 'detector=[a-z_]*' "$dir/caddy.err" | sort | uniq -c | awk -v m="$minutes" '$1 > m { bad = 1 } END { exit !bad }'; then
+	echo "FAIL: a detector changed state more than once a minute"
 	fail=1
 fi
 exit $fail
