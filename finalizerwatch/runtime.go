@@ -61,9 +61,10 @@ type rtHookTable struct {
 	cleanupStart   func(tok uint64) uint64
 	cleanupDone    func(tok, state uint64)
 	goOrigin       func(pc, parent uintptr) uintptr
+	forcedGC       func(pc uintptr)
 }
 
-const rtHookVersion = 3
+const rtHookVersion = 4
 
 const (
 	tokCycleBits = 25
@@ -81,6 +82,7 @@ var rtTable = rtHookTable{
 	cleanupStart:   rtCleanupStart,
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
+	forcedGC:       rtForcedGC,
 }
 
 // rtDetached is the table the runtime reads once the last attachment is
@@ -92,7 +94,8 @@ var rtTable = rtHookTable{
 // detached would stay outstanding in the ledger forever. Go statements
 // still record their goroutines' origins (rtorigin.go), so that a
 // goroutine started while detached (a server's accept loop) is counted
-// at its line once attached again.
+// at its line once attached again. Calls of runtime.GC are not counted
+// (forcedgc.go).
 var rtDetached = rtHookTable{
 	version:        rtHookVersion,
 	finalizerSet:   func(unsafe.Pointer, uintptr) uint64 { return 0 },
@@ -104,6 +107,7 @@ var rtDetached = rtHookTable{
 	cleanupStart:   rtCleanupStart,
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
+	forcedGC:       func(uintptr) {},
 }
 
 var (
@@ -128,7 +132,9 @@ func RuntimeMode() bool { return rtLinked() && rtVersion() == rtHookVersion }
 
 // AttachRuntime makes the Go runtime report every SetFinalizer,
 // AddCleanup, Cleanup.Stop and every finalizer and cleanup run in the
-// binary to w's ledger, from now until detach is called. It returns
+// binary to w's ledger, and every call of runtime.GC and
+// debug.FreeOSMemory to the process's count of forced GC cycles
+// (ForcedGCSites), from now until detach is called. It returns
 // ErrNoRuntimeMode unless the binary was built in the runtime build mode
 // (RuntimeMode).
 //
@@ -156,6 +162,8 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 	w.init()
 	rtW.Store(w)
 	rtAttachN++
+	forcedInit()
+	forcedOn.Store(true)
 	rtStore(unsafe.Pointer(&rtTable))
 	var once sync.Once
 	return func() {
@@ -164,6 +172,7 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 			defer rtMu.Unlock()
 			if rtAttachN--; rtAttachN == 0 {
 				rtStore(unsafe.Pointer(&rtDetached))
+				forcedOn.Store(false)
 			}
 		})
 	}, nil

@@ -209,20 +209,24 @@ func patchRuntime(dir, version string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%s's runtime already has gcprobe_hooks.go: refusing to patch a runtime patched before", version)
 	}
 	files := map[string][]byte{}
+	changed := map[string]bool{}
 	for _, jp := range joinPoints {
 		src, ok := files[jp.file]
 		if !ok {
-			b, err := os.ReadFile(filepath.Join(dir, jp.file))
+			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jp.file)))
 			if err != nil {
 				return nil, fmt.Errorf("%s: reading runtime/%s: %w; refusing to build a runtime this patch was not verified against", version, jp.file, err)
 			}
 			src = b
 		}
 		if n := bytes.Count(src, []byte(jp.find)); n != 1 {
-			return nil, fmt.Errorf("%s's runtime/%s does not have %s as this patch expects (found %d times, want once); refusing to build a runtime it did not verify (the patch is verified against go1.26)", version, jp.file, jp.what, n)
+			return nil, fmt.Errorf("%s's runtime/%s does not have %s as this patch expects (found %d times, want once); refusing to build a runtime it did not verify (the patch is verified against go1.26 and go1.27)", version, jp.file, jp.what, n)
 		}
 		files[jp.file] = bytes.Replace(src, []byte(jp.find), []byte(jp.advice), 1)
+		changed[jp.file] = changed[jp.file] || jp.advice != jp.find
 	}
+	// A file only checked is not overlaid: the build reads the toolchain's.
+	maps.DeleteFunc(files, func(name string, _ []byte) bool { return !changed[name] })
 	return files, nil
 }
 
