@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gcprobe/probe/internal/bounded"
 	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -149,6 +150,26 @@ func TestForcedGCHookAllocs(t *testing.T) {
 	}
 }
 
+// TestForcedGCTableBounded: past its limit the table counts new lines
+// under the overflow entry, and the lines it holds as before.
+func TestForcedGCTableBounded(t *testing.T) {
+	m := bounded.New[uintptr, forcedSite](2)
+	a, b, c := stackcapture.CallerPC(0), stackcapture.CallerPC(0), stackcapture.CallerPC(0)
+	sa, sb := forcedSiteAt(m, a), forcedSiteAt(m, b)
+	if sa == &forcedOverflow || sb == &forcedOverflow || sa == sb {
+		t.Fatal("two lines did not get an entry each")
+	}
+	if s := forcedSiteAt(m, c); s != &forcedOverflow {
+		t.Errorf("a third line in a table of two got %+v, want the overflow entry", s)
+	}
+	if forcedSiteAt(m, a) != sa {
+		t.Error("a line held lost its entry once the table was full")
+	}
+	if sa.frame == nil || filepath.Base(sa.frame.File) != "forcedgc_test.go" || !strings.HasSuffix(sa.frame.Function, "TestForcedGCTableBounded") {
+		t.Errorf("the line's frame is %v, want this test's", sa.frame)
+	}
+}
+
 // forcedTotal sums the calls the table counts, overflow and calls without
 // a line included.
 func forcedTotal() uint64 {
@@ -180,5 +201,28 @@ func TestForcedGCSitesOutsideRuntimeMode(t *testing.T) {
 	}
 	if RuntimeModeForcedGC() {
 		t.Error("RuntimeModeForcedGC is true outside the runtime mode")
+	}
+}
+
+// BenchmarkForcedGCHook is runtime.GC's hook alone, as the runtime mode
+// calls it, for a line seen before: a direct call (the cache) and one
+// through the runtime (FreeOSMemory's: a walk of this stack).
+func BenchmarkForcedGCHook(b *testing.B) {
+	rtMu.Lock()
+	forcedInit()
+	rtMu.Unlock()
+	for _, bb := range []struct {
+		name string
+		pc   uintptr
+	}{
+		{"direct", stackcapture.CallerPC(0)},
+		{"through the runtime", 0},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				rtForcedGC(bb.pc)
+			}
+		})
 	}
 }

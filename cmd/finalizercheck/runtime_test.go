@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +77,7 @@ func scratchModule(t *testing.T, root string) string {
 		"replace github.com/gcprobe/probe => "+root+"\n\nreplace example.com/dep => ./dep\n")
 	write("dep/go.mod", "module example.com/dep\n\ngo 1.26.0\n")
 	copyFile(filepath.Join("testdata", "rtmode", "main.go.txt"), "rtmode/main.go")
+	copyFile(filepath.Join("testdata", "rtmode", "forced.go.txt"), "rtmode/forced.go")
 	copyFile(filepath.Join("testdata", "rtmode", "dep", "dep.go.txt"), "dep/dep.go")
 	copyFile(filepath.Join("testdata", "rtmode", "probe", "main.go.txt"), "rtprobe/main.go")
 	// The root module's go.sum lets the scratch module resolve its
@@ -159,6 +161,16 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		}
 		if c, s := strings.Index(out, " main.main:59 "), strings.Index(out, " main.main:55 "); c < 0 || s < 0 || s < c {
 			t.Errorf("the server's accepted connections (line 55) do not rank below the client line that keeps them (59):\n%s", out)
+		}
+		// The lines that forced GC cycles: runtime.GC's loop in main.go,
+		// FreeOSMemory's caller in forced.go (not runtime/debug), and no
+		// other.
+		if !strings.Contains(out, "forced gc counting: true\n") {
+			t.Errorf("the forced GC cycles are not counted:\n%s", out)
+		}
+		forced := regexp.MustCompile(`(?m)^forced .*$`).FindAllString(out, -1)
+		if want := []string{"forced main.go main.main:68 calls=6", "forced forced.go main.printForced:17 calls=3"}; !slices.Equal(forced, want) {
+			t.Errorf("forced GC lines %q, want %q", forced, want)
 		}
 		for _, w := range want {
 			got := siteLine(out, w.kind, w.line)
