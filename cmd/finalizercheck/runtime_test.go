@@ -168,7 +168,7 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		if !strings.Contains(out, "forced gc counting: true\n") {
 			t.Errorf("the forced GC cycles are not counted:\n%s", out)
 		}
-		forced := regexp.MustCompile(`(?m)^forced .*$`).FindAllString(out, -1)
+		forced := regexp.MustCompile(`(?m)^forced \S+ \S+:\d+ calls=\d+$`).FindAllString(out, -1)
 		if want := []string{"forced main.go main.main:68 calls=6", "forced forced.go main.printForced:17 calls=3"}; !slices.Equal(forced, want) {
 			t.Errorf("forced GC lines %q, want %q", forced, want)
 		}
