@@ -22,6 +22,9 @@ import (
 // registration in the binary then reaches the ledger attached with
 // AttachRuntime, whoever made it: the user's code, a dependency, the
 // standard library (os.File, net connections, os.Process), reflection.
+// runtime.GC reports its caller too, to the count of forced GC cycles by
+// line (forcedgc.go), and go statements their goroutine's origin
+// (rtorigin.go).
 //
 // A registration is counted at the first frame above the runtime function
 // that is neither the runtime's, the standard library's, reflection's nor

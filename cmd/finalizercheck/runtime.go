@@ -18,7 +18,9 @@ import (
 // The -runtime mode: prepare a build in which the Go runtime itself
 // reports every SetFinalizer, AddCleanup, Cleanup.Stop and every
 // finalizer and cleanup run to finalizerwatch's ledger, the standard
-// library's and every dependency's included, through go build -overlay.
+// library's and every dependency's included, and every runtime.GC (and
+// debug.FreeOSMemory) call to its count of forced GC cycles by line,
+// through go build -overlay.
 //
 // Why an overlay and not -toolexec: an overlay is a file the go command
 // reads, not a program it runs for every compile; it composes with -race,
