@@ -1,12 +1,14 @@
 package finalizerwatch
 
 import (
+	"context"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gcprobe/probe/internal/bounded"
 	"github.com/gcprobe/probe/internal/testkit"
@@ -116,6 +118,44 @@ func TestRuntimeModeForcedGC(t *testing.T) {
 	forceWithGC(2)
 	if got := forcedCallsAt(gcLine); got != gc1 {
 		t.Errorf("detached, runtime.GC was counted: %d calls, want %d", got, gc1)
+	}
+}
+
+// TestRuntimeModeForcedGCOnOthersGoroutines: runtime.GC run as the
+// function of a goroutine the standard library started (context.AfterFunc)
+// has no line of the program's on its stack; it is counted at the line
+// that caused the goroutine, the cancel. On a timer's goroutine
+// (time.AfterFunc), which no line caused, it is counted under the entry
+// that says so, never at a frame of the toolchain's.
+func TestRuntimeModeForcedGCOnOthersGoroutines(t *testing.T) {
+	needRuntimeMode(t)
+	cancelLine := testkit.MarkerLine(t, "forcedgc_test.go", "cancel")
+	detach, err := Default.AttachRuntime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach()
+
+	before := forcedCallsAt(cancelLine)
+	ctx, cancel := context.WithCancel(context.Background())
+	context.AfterFunc(ctx, runtime.GC)
+	cancel() // marker: cancel
+	testkit.Poll(t, 30*time.Second, "runtime.GC on context.AfterFunc's goroutine counted at the cancel", func() bool {
+		return forcedCallsAt(cancelLine) == before+1
+	})
+
+	noLine := forcedNoLine.calls.Load()
+	time.AfterFunc(0, runtime.GC)
+	testkit.Poll(t, 30*time.Second, "runtime.GC on a timer's goroutine counted without a line", func() bool {
+		return forcedNoLine.calls.Load() == noLine+1
+	})
+	for _, s := range ForcedGCSites(nil) {
+		if s.Site.Function == forcedNoLineFrame.Function && s.Site.File != forcedNoLineFrame.File {
+			t.Errorf("a call counted at a frame of the runtime's: %v", s.Site)
+		}
+		if strings.HasPrefix(s.Site.Function, "time.") || strings.HasPrefix(s.Site.Function, "context.") {
+			t.Errorf("a call counted at a frame of the standard library's: %v", s.Site)
+		}
 	}
 }
 
