@@ -133,6 +133,15 @@
 // everything under Other. ReadOptions.Fresh ranks anew for exact counts
 // everywhere; with TopK -1 it lists every site (what a test reads).
 //
+// # Which line forces GC cycles (the runtime build mode)
+//
+// In a binary built with the flags finalizercheck -runtime prints, a
+// Watcher attached to the runtime (AttachRuntime; the probe attaches its
+// own) also counts every call of runtime.GC and debug.FreeOSMemory at its
+// calling line: ForcedGCSites lists them, most calls first, and
+// RuntimeModeForcedGC reports whether they are being counted. Outside the
+// mode ForcedGCSites returns nothing.
+//
 // # Differences from the runtime
 //
 // What runs, how often and in which order is the runtime's: the watcher's

@@ -64,3 +64,16 @@ func ExampleAddCleanup() {
 	fmt.Println("stopped")
 	// Output: stopped
 }
+
+// In a binary built in the runtime build mode, with a probe (or a Watcher
+// attached to the runtime) running, the lines that call runtime.GC or
+// debug.FreeOSMemory, most calls first.
+func ExampleForcedGCSites() {
+	if !finalizerwatch.RuntimeModeForcedGC() {
+		fmt.Println("forced GC cycles are not counted by line: build with finalizercheck -runtime's flags")
+		return
+	}
+	for _, s := range finalizerwatch.ForcedGCSites(nil) {
+		fmt.Printf("%d calls at %s\n", s.Calls, s.Site)
+	}
+}

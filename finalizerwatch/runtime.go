@@ -22,6 +22,9 @@ import (
 // registration in the binary then reaches the ledger attached with
 // AttachRuntime, whoever made it: the user's code, a dependency, the
 // standard library (os.File, net connections, os.Process), reflection.
+// runtime.GC reports its caller too, to the count of forced GC cycles by
+// line (forcedgc.go), and go statements their goroutine's origin
+// (rtorigin.go).
 //
 // A registration is counted at the first frame above the runtime function
 // that is neither the runtime's, the standard library's, reflection's nor
@@ -61,9 +64,10 @@ type rtHookTable struct {
 	cleanupStart   func(tok uint64) uint64
 	cleanupDone    func(tok, state uint64)
 	goOrigin       func(pc, parent uintptr) uintptr
+	forcedGC       func(pc uintptr)
 }
 
-const rtHookVersion = 3
+const rtHookVersion = 4
 
 const (
 	tokCycleBits = 25
@@ -81,6 +85,7 @@ var rtTable = rtHookTable{
 	cleanupStart:   rtCleanupStart,
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
+	forcedGC:       rtForcedGC,
 }
 
 // rtDetached is the table the runtime reads once the last attachment is
@@ -92,7 +97,8 @@ var rtTable = rtHookTable{
 // detached would stay outstanding in the ledger forever. Go statements
 // still record their goroutines' origins (rtorigin.go), so that a
 // goroutine started while detached (a server's accept loop) is counted
-// at its line once attached again.
+// at its line once attached again. Calls of runtime.GC are not counted
+// (forcedgc.go).
 var rtDetached = rtHookTable{
 	version:        rtHookVersion,
 	finalizerSet:   func(unsafe.Pointer, uintptr) uint64 { return 0 },
@@ -104,6 +110,7 @@ var rtDetached = rtHookTable{
 	cleanupStart:   rtCleanupStart,
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
+	forcedGC:       func(uintptr) {},
 }
 
 var (
@@ -128,7 +135,9 @@ func RuntimeMode() bool { return rtLinked() && rtVersion() == rtHookVersion }
 
 // AttachRuntime makes the Go runtime report every SetFinalizer,
 // AddCleanup, Cleanup.Stop and every finalizer and cleanup run in the
-// binary to w's ledger, from now until detach is called. It returns
+// binary to w's ledger, and every call of runtime.GC and
+// debug.FreeOSMemory to the process's count of forced GC cycles
+// (ForcedGCSites), from now until detach is called. It returns
 // ErrNoRuntimeMode unless the binary was built in the runtime build mode
 // (RuntimeMode).
 //
@@ -156,6 +165,8 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 	w.init()
 	rtW.Store(w)
 	rtAttachN++
+	forcedInit()
+	forcedOn.Store(true)
 	rtStore(unsafe.Pointer(&rtTable))
 	var once sync.Once
 	return func() {
@@ -164,6 +175,7 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 			defer rtMu.Unlock()
 			if rtAttachN--; rtAttachN == 0 {
 				rtStore(unsafe.Pointer(&rtDetached))
+				forcedOn.Store(false)
 			}
 		})
 	}, nil

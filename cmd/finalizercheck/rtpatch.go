@@ -8,12 +8,15 @@ package main
 // advice is kept to a call of a hook in gcprobe_hooks.go (rtpatch/) and
 // the token's plumbing; everything with logic is finalizerwatch's.
 //
-// Verified against go1.26's runtime (mfinal.go, mheap.go, mcleanup.go,
-// proc.go, runtime2.go).
+// Verified against go1.26's and go1.27's runtime (mfinal.go, mheap.go,
+// mcleanup.go, proc.go, runtime2.go, mgc.go; runtime/debug's garbage.go,
+// checked only).
 
-// joinPoint is one change to a file of package runtime.
+// joinPoint is one change to a file of package runtime, or, where advice
+// is find, a check of what the patch relies on there without changing it
+// (a file only checked is not written).
 type joinPoint struct {
-	file   string // base name, in $GOROOT/src/runtime
+	file   string // in $GOROOT/src/runtime: a base name, or debug/... for runtime/debug
 	what   string
 	find   string
 	advice string
@@ -262,6 +265,73 @@ var joinPoints = []joinPoint{
 `,
 		advice: `	newg.gopc = callerpc
 	newg.gcprobeOrigin = 0
+`,
+	},
+
+	// Forced GC cycles: runtime.GC reports its caller before the cycle's
+	// work starts. Every forced cycle (gcTriggerCycle, which
+	// /gc/cycles/forced:gc-cycles counts) is started by GC: mgc.go's GC
+	// is the one place that makes that trigger. debug.FreeOSMemory
+	// reaches it through runtime/debug.freeOSMemory, which mheap.go
+	// defines (runtime_debug_freeOSMemory: GC, then scavengeAll), and
+	// runtime/pprof's goroutine leak profile through goroutineLeakGC: the
+	// hook sees their runtime frame as GC's caller, and finalizerwatch
+	// walks up to the program's line. The two FreeOSMemory join points
+	// change nothing: were FreeOSMemory to force its cycle another way,
+	// its calls would go uncounted, so the patch refuses instead.
+	{
+		file: "mgc.go",
+		what: "mgc.go's imports (internal/runtime/sys added, for GC's caller PC)",
+		find: `	"internal/runtime/gc"
+	"unsafe"
+)
+`,
+		advice: `	"internal/runtime/gc"
+	"internal/runtime/sys"
+	"unsafe"
+)
+`,
+	},
+	{
+		file: "mgc.go",
+		what: "runtime.GC (its wait for the current cycle's mark, before it triggers its own)",
+		find: `	// Wait until the current sweep termination, mark, and mark
+	// termination complete.
+	n := work.cycles.Load()
+	gcWaitOnMark(n)
+`,
+		advice: `	// gcprobe: the caller, reported on its goroutine before any of the
+	// cycle's work; without a probe, a pointer load and a nil check.
+	gcprobeForcedGC(sys.GetCallerPC())
+
+	// Wait until the current sweep termination, mark, and mark
+	// termination complete.
+	n := work.cycles.Load()
+	gcWaitOnMark(n)
+`,
+	},
+	{
+		file: "mheap.go",
+		what: "runtime/debug.freeOSMemory (runtime_debug_freeOSMemory calling GC; checked, not changed)",
+		find: `//go:linkname runtime_debug_freeOSMemory runtime/debug.freeOSMemory
+func runtime_debug_freeOSMemory() {
+	GC()
+`,
+		advice: `//go:linkname runtime_debug_freeOSMemory runtime/debug.freeOSMemory
+func runtime_debug_freeOSMemory() {
+	GC()
+`,
+	},
+	{
+		file: "debug/garbage.go",
+		what: "debug.FreeOSMemory (calling freeOSMemory; checked, not changed)",
+		find: `func FreeOSMemory() {
+	freeOSMemory()
+}
+`,
+		advice: `func FreeOSMemory() {
+	freeOSMemory()
+}
 `,
 	},
 }

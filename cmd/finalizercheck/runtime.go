@@ -18,7 +18,9 @@ import (
 // The -runtime mode: prepare a build in which the Go runtime itself
 // reports every SetFinalizer, AddCleanup, Cleanup.Stop and every
 // finalizer and cleanup run to finalizerwatch's ledger, the standard
-// library's and every dependency's included, through go build -overlay.
+// library's and every dependency's included, and every runtime.GC (and
+// debug.FreeOSMemory) call to its count of forced GC cycles by line,
+// through go build -overlay.
 //
 // Why an overlay and not -toolexec: an overlay is a file the go command
 // reads, not a program it runs for every compile; it composes with -race,
@@ -209,20 +211,24 @@ func patchRuntime(dir, version string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%s's runtime already has gcprobe_hooks.go: refusing to patch a runtime patched before", version)
 	}
 	files := map[string][]byte{}
+	changed := map[string]bool{}
 	for _, jp := range joinPoints {
 		src, ok := files[jp.file]
 		if !ok {
-			b, err := os.ReadFile(filepath.Join(dir, jp.file))
+			b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(jp.file)))
 			if err != nil {
 				return nil, fmt.Errorf("%s: reading runtime/%s: %w; refusing to build a runtime this patch was not verified against", version, jp.file, err)
 			}
 			src = b
 		}
 		if n := bytes.Count(src, []byte(jp.find)); n != 1 {
-			return nil, fmt.Errorf("%s's runtime/%s does not have %s as this patch expects (found %d times, want once); refusing to build a runtime it did not verify (the patch is verified against go1.26)", version, jp.file, jp.what, n)
+			return nil, fmt.Errorf("%s's runtime/%s does not have %s as this patch expects (found %d times, want once); refusing to build a runtime it did not verify (the patch is verified against go1.26 and go1.27)", version, jp.file, jp.what, n)
 		}
 		files[jp.file] = bytes.Replace(src, []byte(jp.find), []byte(jp.advice), 1)
+		changed[jp.file] = changed[jp.file] || jp.advice != jp.find
 	}
+	// A file only checked is not overlaid: the build reads the toolchain's.
+	maps.DeleteFunc(files, func(name string, _ []byte) bool { return !changed[name] })
 	return files, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +77,7 @@ func scratchModule(t *testing.T, root string) string {
 		"replace github.com/gcprobe/probe => "+root+"\n\nreplace example.com/dep => ./dep\n")
 	write("dep/go.mod", "module example.com/dep\n\ngo 1.26.0\n")
 	copyFile(filepath.Join("testdata", "rtmode", "main.go.txt"), "rtmode/main.go")
+	copyFile(filepath.Join("testdata", "rtmode", "forced.go.txt"), "rtmode/forced.go")
 	copyFile(filepath.Join("testdata", "rtmode", "dep", "dep.go.txt"), "dep/dep.go")
 	copyFile(filepath.Join("testdata", "rtmode", "probe", "main.go.txt"), "rtprobe/main.go")
 	// The root module's go.sum lets the scratch module resolve its
@@ -160,6 +162,16 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		if c, s := strings.Index(out, " main.main:59 "), strings.Index(out, " main.main:55 "); c < 0 || s < 0 || s < c {
 			t.Errorf("the server's accepted connections (line 55) do not rank below the client line that keeps them (59):\n%s", out)
 		}
+		// The lines that forced GC cycles: runtime.GC's loop in main.go,
+		// FreeOSMemory's caller in forced.go (not runtime/debug), and no
+		// other.
+		if !strings.Contains(out, "forced gc counting: true\n") {
+			t.Errorf("the forced GC cycles are not counted:\n%s", out)
+		}
+		forced := regexp.MustCompile(`(?m)^forced \S+ \S+:\d+ calls=\d+$`).FindAllString(out, -1)
+		if want := []string{"forced main.go main.main:68 calls=6", "forced forced.go main.printForced:17 calls=3"}; !slices.Equal(forced, want) {
+			t.Errorf("forced GC lines %q, want %q", forced, want)
+		}
 		for _, w := range want {
 			got := siteLine(out, w.kind, w.line)
 			if got == nil {
@@ -192,12 +204,12 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 3\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
+		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 4\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
 		if err := os.WriteFile(hooks, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out := goRun(t, dir, nil, goArgs([]string{"run"}, other, "./rtmode")...)
-		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 3") || !strings.Contains(out, "runtime mode: false") {
+		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 4") || !strings.Contains(out, "runtime mode: false") {
 			t.Fatalf("a runtime of another hook version was not refused, or the mode was claimed:\n%s", out)
 		}
 	})
@@ -287,6 +299,75 @@ func TestRuntimeModeRefusesAnUnverifiedRuntime(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "overlay.json")); err == nil {
 		t.Error("an overlay was written for a runtime that was refused")
+	}
+}
+
+// TestRuntimeModeRefusesWhatForcedGCReliesOn gives -runtime a toolchain
+// whose runtime.GC, or whose debug.FreeOSMemory's way into it, differs
+// from the one the patch was verified against: it refuses, naming the
+// function, rather than count some forced cycles and miss others. A
+// verified toolchain gets mgc.go patched and runtime/debug left alone.
+func TestRuntimeModeRefusesWhatForcedGCReliesOn(t *testing.T) {
+	src := filepath.Join(runtime.GOROOT(), "src", "runtime")
+	files := map[string]bool{}
+	for _, jp := range joinPoints {
+		files[jp.file] = true
+	}
+	for _, tt := range []struct {
+		name, file, find, replace, want string
+	}{
+		{"verified", "", "", "", ""},
+		{"GC", "mgc.go", "\tn := work.cycles.Load()\n\tgcWaitOnMark(n)\n", "\tn := work.cycles.Load()\n\tgcWaitOnMark(n) // changed\n", "runtime/mgc.go does not have runtime.GC"},
+		{"freeOSMemory", "mheap.go", "func runtime_debug_freeOSMemory() {\n\tGC()\n", "func runtime_debug_freeOSMemory() {\n\tgcStart(gcTrigger{kind: gcTriggerCycle})\n", "runtime/mheap.go does not have runtime/debug.freeOSMemory"},
+		{"FreeOSMemory", "debug/garbage.go", "func FreeOSMemory() {\n\tfreeOSMemory()\n}\n", "func FreeOSMemory() {\n\tfreeOSMemory2()\n}\n", "runtime/debug/garbage.go does not have debug.FreeOSMemory"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			goroot := t.TempDir()
+			for f := range files {
+				b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f == tt.file {
+					if !bytes.Contains(b, []byte(tt.find)) {
+						t.Fatalf("runtime/%s lacks %q", f, tt.find)
+					}
+					b = bytes.Replace(b, []byte(tt.find), []byte(tt.replace), 1)
+				}
+				dst := filepath.Join(goroot, "src", "runtime", filepath.FromSlash(f))
+				if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(dst, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out := t.TempDir()
+			var stdout, stderr bytes.Buffer
+			rc := runtimeMain([]string{"-runtime", out, "-goroot", goroot}, &stdout, &stderr)
+			if tt.want == "" {
+				if rc != 0 {
+					t.Fatalf("-runtime refused the toolchain's own runtime: %s", stderr.String())
+				}
+				mgc, err := os.ReadFile(filepath.Join(out, "runtime", "mgc.go"))
+				if err != nil || !bytes.Contains(mgc, []byte("\tgcprobeForcedGC(sys.GetCallerPC())\n")) {
+					t.Errorf("mgc.go not patched with the forced GC hook (%v)", err)
+				}
+				if _, err := os.Stat(filepath.Join(out, "runtime", "garbage.go")); err == nil || strings.Contains(stdout.String(), "garbage.go") {
+					t.Errorf("runtime/debug's garbage.go, only checked, was written:\n%s", stdout.String())
+				}
+				return
+			}
+			if rc == 0 {
+				t.Fatalf("-runtime accepted a runtime it cannot have verified:\n%s", stdout.String())
+			}
+			if !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "refusing to build a runtime it did not verify") {
+				t.Errorf("refusal %q lacks %q", stderr.String(), tt.want)
+			}
+			if _, err := os.Stat(filepath.Join(out, "overlay.json")); err == nil {
+				t.Error("an overlay was written for a runtime that was refused")
+			}
+		})
 	}
 }
 
