@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
@@ -215,6 +216,10 @@ type PageCause struct {
 	// allocate.
 	Growing bool           `json:"growing"`
 	Sites   []PageHeapSite `json:"sites"`
+	// Callers are, for forced_gc in the runtime build mode, the lines
+	// that called runtime.GC or debug.FreeOSMemory ("function file:line
+	// (N calls)").
+	Callers []string `json:"callers,omitempty"`
 }
 
 // PageAllocating is the heap profile's picture.
@@ -362,7 +367,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	d.GCCause.Causes = []PageCause{}
 	for _, c := range r.cause.Causes {
 		d.GCCause.Causes = append(d.GCCause.Causes, PageCause{Detector: c.Event.Detector, Words: cut(c.Words),
-			Fix: cut(c.Fix), Note: cut(c.Note), Since: c.Event.Since, Growing: c.Growing, Sites: pageHeapSites(c.Sites)})
+			Fix: cut(c.Fix), Note: cut(c.Note), Callers: pageCallers(c.Callers), Since: c.Event.Since, Growing: c.Growing, Sites: pageHeapSites(c.Sites)})
 	}
 	h := &r.cause.Heap
 	d.AllocatingSites = PageAllocating{WindowSeconds: h.Window.Seconds(),
@@ -395,6 +400,17 @@ func pageHeapSites(sites []heapprofile.Site) []PageHeapSite {
 		}
 		out = append(out, PageHeapSite{Site: s.Label(), Path: path, AllocBytesPerSecond: s.AllocBytesPerSecond,
 			InUseBytes: s.InUseBytes, GrownBytes: s.GrownBytes, GrowingFor: s.GrowingFor, Stack: pageStack(userFrames(s.Stack))})
+	}
+	return out
+}
+
+func pageCallers(cs []finalizerwatch.ForcedGCSite) []string {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(cs))
+	for i := range cs {
+		out = append(out, cut(fmt.Sprintf("%s (%d calls)", cs[i].Site.Label(), cs[i].Calls)))
 	}
 	return out
 }

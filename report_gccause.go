@@ -10,6 +10,7 @@ import (
 	"time"
 
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
+	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
@@ -113,8 +114,13 @@ type Cause struct {
 	Fix string
 	// Note says why Sites is empty where a cause would name lines: the
 	// heap profile is off (runtime.MemProfileRate = 0), or has not been
-	// read over a window yet.
+	// read over a window yet; for forced_gc outside the runtime build
+	// mode, how to find the line.
 	Note string
+	// Callers are, for forced_gc in the runtime build mode, the lines
+	// that called runtime.GC or debug.FreeOSMemory, most calls first, at
+	// most three (finalizerwatch.ForcedGCSites).
+	Callers []finalizerwatch.ForcedGCSite
 }
 
 // gcCause builds the report's GCCause from the detectors firing now and
@@ -137,6 +143,14 @@ func (p *Probe) gcCause(firing []memstats.Event) GCCause {
 			if len(c.Sites) == 0 {
 				c.Sites, c.Growing = firstSites(g.Heap.Allocating), false
 			}
+		case memstats.DetectorForcedGC:
+			lines = false
+			if finalizerwatch.RuntimeModeForcedGC() {
+				all := finalizerwatch.ForcedGCSites(nil)
+				c.Callers = all[:min(len(all), maxBlamed)]
+			} else {
+				c.Note = "build in the runtime mode (finalizercheck -runtime) for the line that calls runtime.GC or debug.FreeOSMemory; meanwhile, search the program and its dependencies for them"
+			}
 		default:
 			lines = false
 		}
@@ -155,10 +169,10 @@ func (p *Probe) causeLine(e memstats.Event) string {
 		return ""
 	}
 	g := p.gcCause([]memstats.Event{e})
-	if len(g.Causes) == 0 || len(g.Causes[0].Sites) == 0 {
+	if len(g.Causes) == 0 {
 		return ""
 	}
-	return siteLine(&g.Causes[0].Sites[0])
+	return g.Causes[0].firstLine()
 }
 
 // GCCauseNames returns the names of the causes of GC work the Report names
@@ -180,14 +194,33 @@ func (p *Probe) GCCauseNames() []string {
 func (p *Probe) causeLabels(yield func(cause, site string) bool) {
 	g := p.gcCause(p.sampler.Active(nil))
 	for _, c := range g.Causes {
-		site := ""
-		if len(c.Sites) > 0 {
-			site = c.Sites[0].Label()
-		}
-		if !yield(c.Event.Detector, site) {
+		if !yield(c.Event.Detector, c.firstLabel()) {
 			return
 		}
 	}
+}
+
+// firstLine is the first line the cause points at, as the Report names
+// it; "" for none.
+func (c *Cause) firstLine() string {
+	switch {
+	case len(c.Callers) > 0:
+		return callerLine(&c.Callers[0])
+	case len(c.Sites) > 0:
+		return siteLine(&c.Sites[0])
+	}
+	return ""
+}
+
+// firstLabel is firstLine as a bounded label ("function file:line").
+func (c *Cause) firstLabel() string {
+	switch {
+	case len(c.Callers) > 0:
+		return c.Callers[0].Site.Label()
+	case len(c.Sites) > 0:
+		return c.Sites[0].Label()
+	}
+	return ""
 }
 
 // heapNote says why the heap profile names no line now.
@@ -239,6 +272,9 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 		if c.Note != "" {
 			fmt.Fprintf(b, "  note: %s\n", c.Note)
 		}
+		for _, f := range c.Callers {
+			fmt.Fprintf(b, "  called at %s: %d calls since the probe started\n", callerLine(&f), f.Calls)
+		}
 		for _, s := range c.Sites {
 			fmt.Fprintf(b, "  look at %s: ", siteLine(&s))
 			if c.Growing {
@@ -273,6 +309,14 @@ func (r Report) writeAllocating(b *bytes.Buffer) {
 		s := &h.Allocating[i]
 		fmt.Fprintf(b, "  %s/s %s\n", bytesString(uint64(max(s.AllocBytesPerSecond, 0))), siteLine(s))
 	}
+}
+
+// callerLine is a forced GC's calling line as the Report names it.
+func callerLine(f *finalizerwatch.ForcedGCSite) string {
+	if f.Site.Line == 0 {
+		return f.Site.Function
+	}
+	return fmt.Sprintf("%s %s:%d", f.Site.Function, filepath.Base(f.Site.File), f.Site.Line)
 }
 
 // siteLine is a heap site as the Report names it: "function file:line",

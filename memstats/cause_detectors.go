@@ -247,7 +247,7 @@ func (d *detectors) causes(s *Snapshot, evs *[numDetectors]Event, n int) int {
 
 // The fixes that need no number of the round's.
 const (
-	fixForced      = "remove the call, or make it rare: the runtime paces the GC itself, and a forced cycle stops the program's allocation until its mark ends"
+	fixForced      = "remove the call, or make it rare: the runtime paces the GC itself, and each forced cycle marks the whole heap whether it needs it or not, and makes its caller wait for it"
 	fixLiveGrowth  = "bound what the lines named keep (a cache's size, a map's keys, a slice kept past its use); if the growth is a warm-up, it stops"
 	fixMemoryLimit = "raise the memory limit (GOMEMLIMIT, debug.SetMemoryLimit) if the host has the memory, or keep less: the GC runs to stay under it"
 	fixSafePoint   = "find the goroutine that does not stop: a tight loop without calls, a large copy, a long cgo or system call; an execution trace (runtime/trace) shows which one ran through the stop"

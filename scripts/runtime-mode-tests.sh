@@ -35,4 +35,4 @@ go test -count=1 -short $flags -run 'Close|Open|File|Root|Pipe|Process' os
 go test -count=1 -short $flags -run 'Close|Dial|Accept|Listen|Conn' net
 
 echo "== the ledger's and the leak report's runtime-mode tests, with -race"
-go test -count=1 -race $flags -run 'RuntimeMode' ./finalizerwatch/ ./tracing/
+go test -count=1 -race $flags -run 'RuntimeMode' ./finalizerwatch/ ./tracing/ .
