@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -145,6 +146,19 @@ func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within
 	// previous manager allocated) before the baseline.
 	runtime.GC()
 	runtime.GC()
+	variant := map[bool]string{false: "unfixed", true: "fixed"}[fixed]
+	if writeHeapProfile(t, "gccause-"+variant+"-base.pb.gz") {
+		// Profiles asked for are measurements: they cover at least
+		// profileWindow of the reconciler's steady state, whenever
+		// the judgement is done.
+		base := time.Now()
+		defer func() {
+			time.Sleep(time.Until(base.Add(profileWindow))) // a measurement window, not synchronisation
+			runtime.GC()                                    // publish it
+			runtime.GC()
+			writeHeapProfile(t, "gccause-"+variant+".pb.gz")
+		}()
+	}
 	p, err := heapprofile.New(heapprofile.WithInterval(250*time.Millisecond), heapprofile.WithSignatures(heapprofile.OperatorSignatures()...))
 	if err != nil {
 		t.Fatal(err)
@@ -174,6 +188,38 @@ func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
+}
+
+// profileWindow is how much of each manager's steady state the heap
+// profiles of $GCPROBE_ARTIFACTS cover.
+const profileWindow = 10 * time.Second
+
+// writeHeapProfile writes the runtime's heap profile, as pprof serves it,
+// to name in $GCPROBE_ARTIFACTS, and reports whether it is set. The
+// figures of docs/gc-cause.md come from such profiles, each run's taken
+// at the baseline and profileWindow later, e.g.
+//
+//	go tool pprof -top -sample_index=inuse_space -focus='ManagedFieldsEntry\)\.Unmarshal' gccause-unfixed.pb.gz
+//	go tool pprof -top -sample_index=alloc_space -focus=DeepCopy -base gccause-unfixed-base.pb.gz gccause-unfixed.pb.gz
+func writeHeapProfile(t *testing.T, name string) bool {
+	dir := os.Getenv("GCPROBE_ARTIFACTS")
+	if dir == "" {
+		return false
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Error(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Error(err)
+	}
+	return true
 }
 
 // find returns the cause named name, or nil.
