@@ -173,7 +173,7 @@ func JudgeOperator(sn Snapshot, env OperatorEnv) []OperatorCause {
 	if !env.LinksKubernetes {
 		return nil
 	}
-	return judgeOperator(snapshotSignatures(&sn), env)
+	return judgeOperator(sn.Signatures, env)
 }
 
 // judgeOperator is JudgeOperator on the snapshot's signature figures.

@@ -161,6 +161,20 @@ func TestJudgeOperatorWords(t *testing.T) {
 	}
 }
 
+// TestJudgeOperatorReadsSnapshot: JudgeOperator judges the snapshot's
+// signature figures.
+func TestJudgeOperatorReadsSnapshot(t *testing.T) {
+	sn := Snapshot{Signatures: unfixed, Window: 10 * time.Second}
+	if got, want := names(JudgeOperator(sn, operatorEnv)), []string{CauseManagedFieldsCached, CauseCacheDeepCopy}; !slices.Equal(got, want) {
+		t.Errorf("causes %q, want %q", got, want)
+	}
+	env := operatorEnv
+	env.LinksKubernetes = false
+	if cs := JudgeOperator(sn, env); len(cs) != 0 {
+		t.Errorf("causes %v for a program that links neither client-go nor controller-runtime", cs)
+	}
+}
+
 // TestJudgeOperatorNotAnOperator: a program that links neither client-go
 // nor controller-runtime is told nothing of them, whatever its figures.
 func TestJudgeOperatorNotAnOperator(t *testing.T) {

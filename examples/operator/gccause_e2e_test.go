@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -175,11 +176,8 @@ func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within
 			reads = sn.Reads
 			judged++
 			env.Running = time.Since(started)
-			if done(heapprofile.JudgeOperator(sn, env)) {
-				return judged
-			}
-			if hold > 0 && judged >= hold {
-				t.Logf("%d windows judged, %d lists", judged, r.lists.Load())
+			if done(heapprofile.JudgeOperator(sn, env)) || (hold > 0 && judged >= hold) {
+				t.Logf("%d windows judged, %d lists; the latest, %v:\n%s", judged, r.lists.Load(), sn.Window.Round(time.Millisecond), figures(sn))
 				return judged
 			}
 		}
@@ -220,6 +218,18 @@ func writeHeapProfile(t *testing.T, name string) bool {
 		t.Error(err)
 	}
 	return true
+}
+
+// figures writes the snapshot's signature figures, one a line: the
+// measured shares of the scenario.
+func figures(sn heapprofile.Snapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  all: %.1f MB in use, %.1f MB allocated\n", float64(sn.TotalInUseBytes)/1e6, float64(sn.TotalAllocBytes)/1e6)
+	for _, s := range sn.Signatures {
+		fmt.Fprintf(&b, "  %s: %.1f%% of in use (%.1f MB), %.1f%% of allocated (%.1f MB/s)\n",
+			s.Name, 100*s.InUseShare, float64(s.InUseBytes)/1e6, 100*s.AllocShare, s.AllocBytesPerSecond/1e6)
+	}
+	return b.String()
 }
 
 // find returns the cause named name, or nil.
