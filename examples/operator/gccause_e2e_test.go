@@ -170,10 +170,11 @@ func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within
 	defer p.Stop()
 	env := heapprofile.ReadOperatorEnv()
 	var judged, reads uint64
+	var sn heapprofile.Snapshot
 	deadline := time.Now().Add(within)
 	for {
-		if sn := p.Snapshot(); sn.Reads > reads && sn.Window > 0 {
-			reads = sn.Reads
+		if next := p.Snapshot(); next.Reads > reads && next.Window > 0 {
+			sn, reads = next, next.Reads
 			judged++
 			env.Running = time.Since(started)
 			if done(heapprofile.JudgeOperator(sn, env)) || (hold > 0 && judged >= hold) {
@@ -182,7 +183,7 @@ func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v, %d windows judged (of %d), %d lists; last judged:\n%s", within, judged, hold, r.lists.Load(), last())
+			t.Fatalf("after %v, %d windows judged (of %d), %d lists; last judged:\n%sfrom:\n%s", within, judged, hold, r.lists.Load(), last(), figures(sn))
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
