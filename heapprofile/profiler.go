@@ -365,10 +365,19 @@ func (p *Profiler) fill() (int, bool) {
 	}
 }
 
-// bucketOf returns r's bucket, making it (and its site) on first sight.
+// bucketOf returns r's bucket, making it (and its site) on first sight. The
+// runtime keeps a record per stack and object size (runtime/mprof.go,
+// stkbucket's size argument), so a line that allocates objects of several
+// sizes (make([]byte, n), append) has as many records with one stack: the
+// key is the stack and the size, or their cumulative counts would
+// overwrite one another and the window's figures come out wrong, even
+// negative.
 func (p *Profiler) bucketOf(r *runtime.MemProfileRecord) *bucket {
 	stk := r.Stack()
 	h := stackcapture.HashPCs(stk)
+	if r.AllocObjects > 0 {
+		h ^= uint64(r.AllocBytes/r.AllocObjects) * 0x9E3779B97F4A7C15 // every record of a bucket has one size
+	}
 	if b := p.buckets[h]; b != nil {
 		return b
 	}

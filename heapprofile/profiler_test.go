@@ -30,6 +30,19 @@ func churn(n int) {
 	}
 }
 
+// churnSizes allocates n bytes at one line in objects of seven sizes,
+// keeping none: one stack, seven records of the runtime's profile.
+//
+//go:noinline
+func churnSizes(n int) {
+	sizes := [...]int{1 << 10, 2 << 10, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10}
+	for i := 0; n > 0; i++ {
+		sz := sizes[i%len(sizes)]
+		sink = make([]byte, sz) // marker: churn-sizes
+		n -= sz
+	}
+}
+
 var cache [][]byte
 
 // grow keeps n more bytes in 256 KiB objects at one line.
@@ -95,6 +108,32 @@ func TestAllocationLoopIsNamed(t *testing.T) {
 		}
 	}
 	t.Fatalf("the loop at line %d was not the top allocating site within three windows: %+v", line, p.Snapshot().Allocating)
+}
+
+// A line that allocates objects of several sizes has one record per size
+// in the runtime's profile, all with its stack: each window counts them
+// all, once, and nothing turns negative.
+func TestOneLineManySizes(t *testing.T) {
+	line := testkit.MarkerLine(t, "profiler_test.go", "churn-sizes")
+	p, c := newProfiler(t)
+	publish()
+	p.Sample() // the baseline
+	for w := 1; w <= 3; w++ {
+		churnSizes(64 << 20)
+		publish()
+		c.t = c.t.Add(10 * time.Second)
+		p.Sample()
+		sn := p.Snapshot()
+		if sn.TotalAllocBytes < 32<<20 {
+			t.Errorf("window %d: the whole profile allocated %d bytes, want at least the line's 64 MiB, about", w, sn.TotalAllocBytes)
+		}
+		if len(sn.Allocating) == 0 || !isLine(sn.Allocating[0], "profiler_test.go", line) {
+			t.Fatalf("window %d: the line is not the top allocating site: %+v", w, sn.Allocating)
+		}
+		if b := sn.Allocating[0].AllocBytes; b < 32<<20 || b > 128<<20 {
+			t.Errorf("window %d: %d bytes at the line, want about 64 MiB", w, b)
+		}
+	}
 }
 
 func TestGrowingCacheIsNamed(t *testing.T) {
