@@ -216,9 +216,10 @@ type PageCause struct {
 	// allocate.
 	Growing bool           `json:"growing"`
 	Sites   []PageHeapSite `json:"sites"`
-	// Callers are, for forced_gc in the runtime build mode, the lines
-	// that called runtime.GC or debug.FreeOSMemory ("function file:line
-	// (N calls)").
+	// Callers are the lines a cause names besides the heap profile's
+	// sites: for forced_gc in the runtime build mode, those that called
+	// runtime.GC or debug.FreeOSMemory ("function file:line (N calls)");
+	// for an operator cause, the line to change (the reconciler's List).
 	Callers []string `json:"callers,omitempty"`
 }
 
@@ -366,8 +367,13 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	d.Overflow = PageOverflow{Sites: r.sn.Overflow.Sites, Stacks: r.sn.Overflow.Stacks}
 	d.GCCause.Causes = []PageCause{}
 	for _, c := range r.cause.Causes {
-		d.GCCause.Causes = append(d.GCCause.Causes, PageCause{Detector: c.Event.Detector, Words: cut(c.Words),
-			Fix: cut(c.Fix), Note: cut(c.Note), Callers: pageCallers(c.Callers), Since: c.Event.Since, Growing: c.Growing, Sites: pageHeapSites(c.Sites)})
+		var callers []string
+		if c.Line.Line != 0 {
+			callers = []string{cut(c.Line.Label())}
+		}
+		callers = append(callers, pageCallers(c.Callers)...)
+		d.GCCause.Causes = append(d.GCCause.Causes, PageCause{Detector: c.Name, Words: cut(c.Words),
+			Fix: cut(c.Fix), Note: cut(c.Note), Callers: callers, Since: c.Since, Growing: c.Growing, Sites: pageHeapSites(c.Sites)})
 	}
 	h := &r.cause.Heap
 	d.AllocatingSites = PageAllocating{WindowSeconds: h.Window.Seconds(),

@@ -62,7 +62,8 @@ type Probe struct {
 	profile   http.Handler // pprofexporter's, unguarded
 	reporter  *tracing.Reporter
 	heap      *heapprofile.Profiler
-	history   *history // the live page's memory (history.go)
+	operator  *operatorCauses // an operator's own GC causes (gccause_operator.go)
+	history   *history        // the live page's memory (history.go)
 
 	life lifecycle.Lifecycle // idle → running → stopped, once
 
@@ -97,7 +98,8 @@ func New(opts ...Option) (*Probe, error) {
 		profile: pprofexporter.Handler(cfg.watcher),
 		history: newHistory(),
 	}
-	if p.heap, err = newHeapProfile(&cfg); err != nil {
+	p.operator = newOperatorCauses()
+	if p.heap, err = newHeapProfile(&cfg, p.operator); err != nil {
 		return nil, err
 	}
 	inner, err := promexporter.New(append([]promexporter.Option{

@@ -28,8 +28,8 @@ func WithHeapProfileOptions(opts ...heapprofile.Option) Option {
 }
 
 // newHeapProfile makes the probe's heap profiler.
-func newHeapProfile(cfg *config) (*heapprofile.Profiler, error) {
-	h, err := heapprofile.New(cfg.heapOpts...)
+func newHeapProfile(cfg *config, op *operatorCauses) (*heapprofile.Profiler, error) {
+	h, err := heapprofile.New(append(op.options(), cfg.heapOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -43,13 +43,17 @@ func (p *Probe) startHeapProfile() {
 		t := time.NewTicker(p.heap.Interval())
 		defer t.Stop()
 		done := p.life.Done()
-		p.heap.Sample()
+		read := func() {
+			p.heap.Sample()
+			p.operator.judge(p.heap.Snapshot(), time.Now(), p.eventLogger())
+		}
+		read()
 		for {
 			select {
 			case <-done:
 				return
 			case <-t.C:
-				p.heap.Sample()
+				read()
 			}
 		}
 	})
@@ -117,6 +121,22 @@ type Cause struct {
 	// read over a window yet; for forced_gc outside the runtime build
 	// mode, how to find the line.
 	Note string
+	// Operator reports an operator's own cause, judged from the heap
+	// profile's stack signatures (heapprofile.JudgeOperator) rather than
+	// fired by a memstats detector: Event is then zero, and Name, Value,
+	// Threshold, Since and Line say it.
+	Operator bool
+	// Name is the cause's name: the detector's (memstats.Detector*), or
+	// an operator cause's (heapprofile.Cause*).
+	Name string
+	// Value and Threshold are the number that decided an operator cause
+	// and its threshold (heapprofile.OperatorCause); Since when it was
+	// first named.
+	Value, Threshold float64
+	Since            time.Time
+	// Line is an operator cause's line to change (the reconciler's List
+	// or Get for cache_deep_copy); zero when it has none.
+	Line stackcapture.Frame
 	// Callers are, for forced_gc in the runtime build mode, the lines
 	// that called runtime.GC or debug.FreeOSMemory, most calls first, at
 	// most three (finalizerwatch.ForcedGCSites).
@@ -131,7 +151,8 @@ func (p *Probe) gcCause(firing []memstats.Event) GCCause {
 		if !memstats.IsCause(e.Detector) {
 			continue
 		}
-		c := Cause{Event: e, Words: e.Cause(), Fix: e.Fix}
+		c := Cause{Event: e, Name: e.Detector, Words: e.Cause(), Fix: e.Fix,
+			Value: e.Value, Threshold: e.Threshold, Since: e.Since}
 		lines := true
 		switch e.Detector {
 		case memstats.DetectorAllocationDriven, memstats.DetectorAssistHeavy:
@@ -159,6 +180,7 @@ func (p *Probe) gcCause(firing []memstats.Event) GCCause {
 		}
 		g.Causes = append(g.Causes, c)
 	}
+	g.Causes = p.operator.causes(g.Causes)
 	return g
 }
 
@@ -194,7 +216,7 @@ func (p *Probe) GCCauseNames() []string {
 func (p *Probe) causeLabels(yield func(cause, site string) bool) {
 	g := p.gcCause(p.sampler.Active(nil))
 	for _, c := range g.Causes {
-		if !yield(c.Event.Detector, c.firstLabel()) {
+		if !yield(c.Name, c.firstLabel()) {
 			return
 		}
 	}
@@ -204,6 +226,8 @@ func (p *Probe) causeLabels(yield func(cause, site string) bool) {
 // it; "" for none.
 func (c *Cause) firstLine() string {
 	switch {
+	case c.Line.Line != 0:
+		return fmt.Sprintf("%s %s:%d", c.Line.Function, filepath.Base(c.Line.File), c.Line.Line)
 	case len(c.Callers) > 0:
 		return callerLine(&c.Callers[0])
 	case len(c.Sites) > 0:
@@ -215,6 +239,8 @@ func (c *Cause) firstLine() string {
 // firstLabel is firstLine as a bounded label ("function file:line").
 func (c *Cause) firstLabel() string {
 	switch {
+	case c.Line.Line != 0:
+		return c.Line.Label()
 	case len(c.Callers) > 0:
 		return c.Callers[0].Site.Label()
 	case len(c.Sites) > 0:
@@ -265,12 +291,19 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 		b.WriteString("GC cause: none (no cause detector firing)\n")
 	}
 	for _, c := range r.GCCause.Causes {
-		fmt.Fprintf(b, "GC cause: %s\n", c.Words)
+		if c.Operator {
+			fmt.Fprintf(b, "GC cause: %s: %s\n", c.Name, c.Words)
+		} else {
+			fmt.Fprintf(b, "GC cause: %s\n", c.Words)
+		}
 		if c.Fix != "" {
 			fmt.Fprintf(b, "  fix: %s\n", c.Fix)
 		}
 		if c.Note != "" {
 			fmt.Fprintf(b, "  note: %s\n", c.Note)
+		}
+		if c.Line.Line != 0 {
+			fmt.Fprintf(b, "  at %s\n", c.firstLine())
 		}
 		for _, f := range c.Callers {
 			fmt.Fprintf(b, "  called at %s: %d calls since the probe started\n", callerLine(&f), f.Calls)

@@ -231,7 +231,7 @@
       var li = el("li", k.words, "firing");
       if (k.fix) li.appendChild(el("div", "fix: " + k.fix, "fix"));
       if (k.note) li.appendChild(el("div", "note: " + k.note, "note"));
-      (k.callers || []).forEach(function (c) { li.appendChild(el("div", "called at " + c, "site")); });
+      (k.callers || []).forEach(function (c) { li.appendChild(el("div", "at " + c, "site")); });
       k.sites.forEach(function (s) {
         li.appendChild(el("div", "look at " + s.site + (s.path ? " (" + s.path + ")" : "") + (k.growing ? ": +" + bytes(Math.max(s.grown_bytes, 0)) + " in use" : ": " + bytes(Math.max(s.alloc_bytes_per_second, 0)) + "/s"), "site"));
       });

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,13 +21,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // TestGCCauseOperator runs the operator of gccause_scenario_test.go
-// against a real kube-apiserver and etcd (envtest), with a heap profiler
-// summing the operator signatures, and checks what JudgeOperator names:
+// against a real kube-apiserver and etcd (envtest), with the probe started
+// as an operator starts it, and checks what its Report names:
 // without the fixes, managedFields in the cache (with
 // cache.TransformStripManagedFields) and the deep copies of the
 // reconciler's List (at that line, with client.UnsafeDisableDeepCopy);
@@ -84,8 +87,9 @@ func TestGCCauseOperator(t *testing.T) {
 	var windows uint64
 	t.Run("unfixed", func(t *testing.T) {
 		var last []heapprofile.OperatorCause
-		windows = judgeScenario(t, cfg, ns.Name, false, 60*time.Second, 0, func(cs []heapprofile.OperatorCause) bool {
-			last = cs
+		var report string
+		windows = judgeScenario(t, cfg, ns.Name, false, 60*time.Second, 0, func(cs []heapprofile.OperatorCause, rep string) bool {
+			last, report = cs, rep
 			mf, dc := find(cs, heapprofile.CauseManagedFieldsCached), find(cs, heapprofile.CauseCacheDeepCopy)
 			return mf != nil && dc != nil && dc.Site.Line == listLine && dc.Site.File == listFile
 		}, func() string { return describe(last) })
@@ -99,7 +103,16 @@ func TestGCCauseOperator(t *testing.T) {
 		if !strings.HasSuffix(dc.Site.Function, ".(*listAllReconciler).Reconcile") {
 			t.Errorf("the deep copies' site %v is not the reconciler's", dc.Site)
 		}
-		t.Logf("named after %d windows:\n%s", windows, describe(last))
+		// The Report says it all in words: the causes, the fixes by
+		// API name, the reconciler's line.
+		for _, want := range []string{"GC cause: " + heapprofile.CauseManagedFieldsCached, "cache.TransformStripManagedFields()",
+			"GC cause: " + heapprofile.CauseCacheDeepCopy, "client.UnsafeDisableDeepCopy",
+			fmt.Sprintf("at %s gccause_scenario_test.go:%d", dc.Site.Function, listLine)} {
+			if !strings.Contains(report, want) {
+				t.Errorf("the Report lacks %q:\n%s", want, report)
+			}
+		}
+		t.Logf("named after %d windows:\n%s\nReport:\n%s", windows, describe(last), report)
 	})
 	if t.Failed() {
 		return
@@ -110,7 +123,12 @@ func TestGCCauseOperator(t *testing.T) {
 	t.Run("fixed", func(t *testing.T) {
 		need := max(windows, 4)
 		var named []heapprofile.OperatorCause
-		judgeScenario(t, cfg, ns.Name, true, 60*time.Second, need, func(cs []heapprofile.OperatorCause) bool {
+		judgeScenario(t, cfg, ns.Name, true, 60*time.Second, need, func(cs []heapprofile.OperatorCause, report string) bool {
+			for _, w := range []string{"TransformStripManagedFields", "UnsafeDisableDeepCopy"} {
+				if strings.Contains(report, w) {
+					t.Errorf("the fixed program's Report says %s:\n%s", w, report)
+				}
+			}
 			for _, n := range []string{heapprofile.CauseManagedFieldsCached, heapprofile.CauseCacheDeepCopy} {
 				if c := find(cs, n); c != nil {
 					named = append(named, *c)
@@ -131,9 +149,8 @@ func TestGCCauseOperator(t *testing.T) {
 // judged. It fails t if neither happens within the deadline, with what
 // last says.
 func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within time.Duration, hold uint64,
-	done func([]heapprofile.OperatorCause) bool, last func() string) uint64 {
+	done func(causes []heapprofile.OperatorCause, report string) bool, last func() string) uint64 {
 	t.Helper()
-	started := time.Now()
 	r, stop := runScenarioManager(t, cfg, ns, fixed)
 	defer stop()
 	testkit.Poll(t, within, "the reconciler's first list of every ConfigMap", func() bool {
@@ -160,24 +177,25 @@ func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within
 			writeHeapProfile(t, "gccause-"+variant+".pb.gz")
 		}()
 	}
-	p, err := heapprofile.New(heapprofile.WithInterval(250*time.Millisecond), heapprofile.WithSignatures(heapprofile.OperatorSignatures()...))
+	// The probe, as the operator starts it: its heap profiler sums the
+	// operator signatures (the binary links client-go), and its Report
+	// names the operator causes judged from each read.
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()),
+		probe.WithLogger(slog.New(slog.DiscardHandler)),
+		probe.WithHeapProfileOptions(heapprofile.WithInterval(250*time.Millisecond)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(); err != nil {
-		t.Fatal(err)
-	}
 	defer p.Stop()
-	env := heapprofile.ReadOperatorEnv()
 	var judged, reads uint64
 	var sn heapprofile.Snapshot
 	deadline := time.Now().Add(within)
 	for {
-		if next := p.Snapshot(); next.Reads > reads && next.Window > 0 {
+		if next := p.HeapProfile().Snapshot(); next.Reads > reads && next.Window > 0 {
 			sn, reads = next, next.Reads
 			judged++
-			env.Running = time.Since(started)
-			if done(heapprofile.JudgeOperator(sn, env)) || (hold > 0 && judged >= hold) {
+			rep := p.Report()
+			if done(operatorCauses(rep), rep.String()) || (hold > 0 && judged >= hold) {
 				t.Logf("%d windows judged, %d lists; the latest, %v:\n%s", judged, r.lists.Load(), sn.Window.Round(time.Millisecond), figures(sn))
 				return judged
 			}
@@ -231,6 +249,18 @@ func figures(sn heapprofile.Snapshot) string {
 			s.Name, 100*s.InUseShare, float64(s.InUseBytes)/1e6, 100*s.AllocShare, s.AllocBytesPerSecond/1e6)
 	}
 	return b.String()
+}
+
+// operatorCauses returns the operator causes the Report names.
+func operatorCauses(rep probe.Report) []heapprofile.OperatorCause {
+	var cs []heapprofile.OperatorCause
+	for _, c := range rep.GCCause.Causes {
+		if c.Operator {
+			cs = append(cs, heapprofile.OperatorCause{Name: c.Name, Words: c.Words, Fix: c.Fix,
+				Value: c.Value, Threshold: c.Threshold, Site: c.Line})
+		}
+	}
+	return cs
 }
 
 // find returns the cause named name, or nil.
