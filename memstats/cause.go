@@ -75,12 +75,13 @@ type Work struct {
 	// microseconds when the process has the CPU it needs, milliseconds
 	// when its threads are starved (an overloaded node, a CPU limit).
 	RunnableWait time.Duration
-	// CPUPressure is the share of the latest ten seconds in which some
-	// of the process's threads waited for a CPU, as the kernel's pressure
-	// stall information says (the cgroup's cpu.pressure, else
-	// /proc/pressure/cpu, "some avg10"); negative when unknown. It is
-	// read only while stopping_latency's condition holds, at most once
-	// an interval.
+	// CPUPressure is the share of the time in which some of the
+	// process's threads waited for a CPU, as the kernel's pressure stall
+	// information says (the cgroup's cpu.pressure, else
+	// /proc/pressure/cpu, "some"): over the time since its previous read,
+	// from the totals, or the latest ten seconds' average on the first;
+	// negative when unknown. It is read only while stopping_latency's
+	// condition holds, at most once an interval.
 	CPUPressure float64
 
 	// LiveGrowth is how much the live heap grew over LiveSpan, as a

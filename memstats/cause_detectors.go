@@ -274,15 +274,19 @@ func (d *detectors) annotate(i int, reason, fix string, produced []Event) {
 	}
 }
 
-// cpuPressure returns the kernel's CPU pressure, asking at most once an
-// interval; negative when unknown.
+// cpuPressure returns the kernel's CPU pressure since its previous read,
+// asking at most once an interval; negative when unknown.
 func (d *detectors) cpuPressure(now time.Time) float64 {
 	if d.pressureAt.IsZero() || now.Sub(d.pressureAt) >= d.cfg.interval {
-		d.pressureAt = now
+		v, ok := d.cfg.pressure()
 		d.pressure = -1
-		if v, ok := d.cfg.pressure(); ok {
-			d.pressure = v
+		if ok {
+			d.pressure = pressureSince(d.pressureRead, v, now.Sub(d.pressureAt))
+			d.pressureRead = v
+		} else {
+			d.pressureRead = cpuPressure{}
 		}
+		d.pressureAt = now
 	}
 	return d.pressure
 }

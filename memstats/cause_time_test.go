@@ -171,7 +171,7 @@ func TestStoppingLatencyReason(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFed(t, WithRateWindow(10*time.Second))
-			f.s.cfg.pressure = func() (float64, bool) { return tt.pressure, tt.pressure >= 0 }
+			f.s.cfg.pressure = func() (cpuPressure, bool) { return cpuPressure{avg10: tt.pressure}, tt.pressure >= 0 }
 			f.r.gogc, f.r.memoryLimit, f.r.heapLive, f.r.heapGoal = 100, math.MaxInt64, 20<<20, 40<<20
 			for range 5 {
 				f.r.runWaitN += 1000
@@ -235,30 +235,36 @@ func TestLiveGrowthJudgedInTime(t *testing.T) {
 func TestParsePressure(t *testing.T) {
 	for _, tt := range []struct {
 		give string
-		want float64
+		want cpuPressure
 		ok   bool
 	}{
-		{"some avg10=12.50 avg60=3.00 avg300=1.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", 0.125, true},
-		{"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", 0, true},
-		{"full avg10=5.00\n", 0, false},
-		{"some avg10=x\n", 0, false},
-		{"", 0, false},
+		{"some avg10=12.50 avg60=3.00 avg300=1.00 total=123\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", cpuPressure{0.125, 123}, true},
+		{"some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n", cpuPressure{0, 0}, true},
+		{"full avg10=5.00 total=1\n", cpuPressure{}, false},
+		{"some avg10=x total=1\n", cpuPressure{}, false},
+		{"some avg10=1.00\n", cpuPressure{}, false},
+		{"", cpuPressure{}, false},
 	} {
 		got, ok := parsePressure([]byte(tt.give))
-		if ok != tt.ok || math.Abs(got-tt.want) > 1e-9 {
-			t.Errorf("parsePressure(%q) = %v, %v; want %v, %v", tt.give, got, ok, tt.want, tt.ok)
+		if ok != tt.ok || math.Abs(got.avg10-tt.want.avg10) > 1e-9 || got.total != tt.want.total {
+			t.Errorf("parsePressure(%q) = %+v, %v; want %+v, %v", tt.give, got, ok, tt.want, tt.ok)
 		}
 	}
 }
 
-// TestAllocationUnderTheLimitIsTheLimits: frequent cycles while the memory
-// limit holds the goal are memory-limit pressure alone.
-func TestAllocationUnderTheLimitIsTheLimits(t *testing.T) {
-	const mib = 1 << 20
-	f := newFed(t, WithRateWindow(10*time.Second))
-	f.r.gogc, f.r.memoryLimit, f.r.heapLive, f.r.heapGoal = 100, 48*mib, 40*mib, 44*mib // GOGC's: 80
-	got := strings.Join(runSeconds(f, program{cyclesPerSec: 60, gcCPU: 0.2, allocPerSec: 300 * mib}, 10), ",")
-	if got != "01:memory_limit_pressure+" {
-		t.Errorf("events %q, want memory-limit pressure alone", got)
+// TestPressureSince: the share since the previous read comes from the
+// totals, so a neighbour that starts now shows at once; avg10 stands in
+// when there is no usable previous read.
+func TestPressureSince(t *testing.T) {
+	prev := cpuPressure{avg10: 0.01, total: 1_000_000}
+	cur := cpuPressure{avg10: 0.05, total: 1_000_000 + 800_000}
+	if got := pressureSince(prev, cur, time.Second); math.Abs(got-0.8) > 1e-9 {
+		t.Errorf("over a second with 0.8 s waited: %v, want 0.8", got)
+	}
+	if got := pressureSince(cpuPressure{}, cur, time.Second); got != 0.05 {
+		t.Errorf("no previous read: %v, want avg10", got)
+	}
+	if got := pressureSince(prev, cur, time.Millisecond); got != 0.05 {
+		t.Errorf("a millisecond apart: %v, want avg10", got)
 	}
 }

@@ -155,10 +155,11 @@ type detectors struct {
 	forcedSince, latencySince time.Time
 	causeSince                [numCauses]time.Time
 
-	// The kernel's CPU pressure for stopping_latency, and when it was
-	// read.
-	pressure   float64
-	pressureAt time.Time
+	// The kernel's CPU pressure for stopping_latency: the latest figure,
+	// the read it came from, and when.
+	pressure     float64
+	pressureRead cpuPressure
+	pressureAt   time.Time
 
 	// finalizer_blocked: the latest answer of cfg.running, and when it
 	// was asked.

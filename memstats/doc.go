@@ -102,8 +102,8 @@
 //	Work.Scan*                    /gc/scan/heap:bytes, /gc/scan/stack:bytes, /gc/scan/globals:bytes
 //	Work.Goroutines               /sched/goroutines:goroutines
 //	Work.RunnableWait             Δ /sched/latencies:seconds (sum at bucket midpoints ÷ count) over WithRateWindow
-//	Work.CPUPressure              "some avg10" of the cgroup's cpu.pressure, else /proc/pressure/cpu
-//	                              (Linux), read only while stopping_latency's condition holds
+//	Work.CPUPressure              Δ "some" total ÷ Δ time of the cgroup's cpu.pressure, else /proc/pressure/cpu
+//	                              (Linux; avg10 on the first read), read only while stopping_latency's condition holds
 //	Work.Live*                    HeapLive at the ends of cycles, a point at most every WithRateWindow/32,
 //	                              over the rate window and at least WithLiveHeapGrowth's cycles
 //

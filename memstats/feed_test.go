@@ -27,7 +27,7 @@ func newFed(t *testing.T, opts ...Option) *fed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.cfg.pressure = func() (float64, bool) { return 0, false }
+	s.cfg.pressure = func() (cpuPressure, bool) { return cpuPressure{}, false }
 	f := &fed{t: t, s: s, clk: clk}
 	s.read = func(_ time.Time, r *reading) { *r = f.r }
 	s.Subscribe(func(e Event) {

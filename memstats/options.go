@@ -153,7 +153,7 @@ type config struct {
 	causeHold            time.Duration
 	// pressure reads the kernel's CPU pressure (pressure.go); a test's
 	// in tests.
-	pressure func() (float64, bool)
+	pressure func() (cpuPressure, bool)
 }
 
 func defaultConfig() config {

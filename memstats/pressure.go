@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"time"
 )
 
 // The kernel's pressure stall information for the CPU (Linux 4.20 and
@@ -12,9 +13,16 @@ import (
 // system's. Elsewhere, or when neither is readable, it is unknown.
 var pressureFiles = [...]string{"/sys/fs/cgroup/cpu.pressure", "/proc/pressure/cpu"}
 
-// readCPUPressure returns the "some avg10" figure, as a fraction: the share
-// of the latest ten seconds in which some runnable thread waited for a CPU.
-func readCPUPressure() (float64, bool) {
+// cpuPressure is one read of a pressure file's "some" line: the share of
+// the latest ten seconds in which some runnable thread waited for a CPU
+// (avg10, as a fraction), and the total time it did, in microseconds.
+type cpuPressure struct {
+	avg10 float64
+	total uint64
+}
+
+// readCPUPressure reads the first pressure file that can be read.
+func readCPUPressure() (cpuPressure, bool) {
 	var buf [256]byte
 	for _, name := range pressureFiles {
 		f, err := os.Open(name)
@@ -27,25 +35,48 @@ func readCPUPressure() (float64, bool) {
 			return v, true
 		}
 	}
-	return 0, false
+	return cpuPressure{}, false
 }
 
 // parsePressure reads "some avg10=1.23 avg60=... total=..." from the first
-// line of a pressure file, as a fraction.
-func parsePressure(b []byte) (float64, bool) {
+// line of a pressure file.
+func parsePressure(b []byte) (cpuPressure, bool) {
 	line, _, _ := bytes.Cut(b, []byte("\n"))
 	rest, ok := bytes.CutPrefix(line, []byte("some "))
 	if !ok {
-		return 0, false
+		return cpuPressure{}, false
 	}
+	var p cpuPressure
+	var seen int
 	for _, field := range bytes.Fields(rest) {
 		if v, ok := bytes.CutPrefix(field, []byte("avg10=")); ok {
-			p, err := strconv.ParseFloat(string(v), 64)
-			if err != nil || p < 0 {
-				return 0, false
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil || f < 0 {
+				return cpuPressure{}, false
 			}
-			return min(p/100, 1), true
+			p.avg10, seen = min(f/100, 1), seen+1
+		}
+		if v, ok := bytes.CutPrefix(field, []byte("total=")); ok {
+			t, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil {
+				return cpuPressure{}, false
+			}
+			p.total, seen = t, seen+1
 		}
 	}
-	return 0, false
+	if seen != 2 {
+		return cpuPressure{}, false
+	}
+	return p, true
+}
+
+// pressureSince is the share of the time since the previous read, prev at
+// then, in which some thread waited for a CPU, from the totals: it follows
+// a neighbour that starts now, where avg10 takes seconds to rise. With no
+// usable previous read, avg10.
+func pressureSince(prev, cur cpuPressure, elapsed time.Duration) float64 {
+	if elapsed < 100*time.Millisecond || cur.total < prev.total || prev.total == 0 {
+		return cur.avg10
+	}
+	return min(float64(cur.total-prev.total)/float64(elapsed.Microseconds()), 1)
 }
