@@ -1,6 +1,7 @@
 package probe_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -170,6 +171,9 @@ func TestGCCauseChild(t *testing.T) {
 		})
 		if i >= 0 {
 			printAllocsTop(t, p)
+			if missing := pageLinesNotInReport(t, p); len(missing) > 0 {
+				fmt.Printf("PAGE-ONLY %q\n", missing)
+			}
 			fmt.Printf("NAMES %s\n", strings.Join(p.GCCauseNames(), ","))
 			fmt.Printf("AFTER %v\nREPORT\n%s", time.Since(start).Round(time.Millisecond), r)
 			return
@@ -214,6 +218,42 @@ func startNeighbour(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
+}
+
+// pageLinesNotInReport returns the lines the live page names (the causes'
+// sites, the allocating and the growing lines) that the Report, taken at
+// the same heap profile read, does not.
+func pageLinesNotInReport(t *testing.T, p *probe.Probe) []string {
+	for range 20 {
+		before := p.HeapProfile().Snapshot().Reads
+		rep := p.Report().String()
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, probe.PagePath+probe.PageDataPath, nil))
+		if p.HeapProfile().Snapshot().Reads != before {
+			continue // a read came between the two: try again
+		}
+		var d probe.PageData
+		if err := json.Unmarshal(rec.Body.Bytes(), &d); err != nil {
+			t.Fatalf("page data: %v: %s", err, rec.Body)
+		}
+		var sites []probe.PageHeapSite
+		for _, c := range d.GCCause.Causes {
+			sites = append(sites, c.Sites...)
+		}
+		sites = append(append(sites, d.AllocatingSites.Allocating...), d.AllocatingSites.Growing...)
+		var missing []string
+		for _, s := range sites {
+			// "function /path/file.go:line" on the page, "function
+			// file.go:line" in the Report.
+			i := strings.LastIndexByte(s.Site, ' ')
+			if i < 0 || !strings.Contains(rep, s.Site[:i]+" "+filepath.Base(s.Site[i+1:])) {
+				missing = append(missing, s.Site)
+			}
+		}
+		return missing
+	}
+	t.Fatal("the heap profile was read between every Report and page taken")
+	return nil
 }
 
 // printAllocsTop fetches the delta allocation profile from the probe's
@@ -286,6 +326,9 @@ func TestGCCauseAllocationLoop(t *testing.T) {
 	if !strings.Contains(rep, "\nNAMES allocation_driven") {
 		t.Errorf("GCCauseNames does not name allocation_driven first")
 	}
+	if strings.Contains(rep, "PAGE-ONLY") {
+		t.Errorf("the page names lines the Report does not")
+	}
 	if !strings.Contains(rep, "ALLOCS-TOP github.com/gcprobe/probe_test.allocLoop\n") {
 		t.Errorf("the delta profile at %s does not put the loop first", probe.AllocsProfilePath)
 	}
@@ -296,6 +339,9 @@ func TestGCCauseGrowingCache(t *testing.T) {
 	withinWindows(t, after)
 	if !strings.Contains(rep, "GC cause: live-heap growth:") {
 		t.Errorf("no live-heap growth cause in the report")
+	}
+	if strings.Contains(rep, "PAGE-ONLY") {
+		t.Errorf("the page names lines the Report does not")
 	}
 	if want := "look at github.com/gcprobe/probe_test.cacheGrow " + lookAt(t, "cache-grow"); !strings.Contains(rep, want) {
 		t.Errorf("the report does not name the cache's line %q", want)

@@ -326,21 +326,25 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 	r.writeAllocating(b)
 }
 
-// maxAllocatingLines bounds the Report's list of allocating lines.
-const maxAllocatingLines = 5
-
-// writeAllocating writes the heap profile's top allocating lines over its
-// latest window, whatever the causes: the live page lists them too, and the
-// Report names every line the page does.
+// writeAllocating writes the heap profile's top allocating and growing
+// lines over its latest window, whatever the causes: the live page lists
+// them too, and the Report names every line the page does.
 func (r Report) writeAllocating(b *bytes.Buffer) {
 	h := &r.GCCause.Heap
-	if len(h.Allocating) == 0 {
-		return
+	if len(h.Allocating) > 0 {
+		fmt.Fprintf(b, "allocating lines over the latest %v:\n", h.Window.Round(time.Millisecond))
+		for i := range h.Allocating {
+			s := &h.Allocating[i]
+			fmt.Fprintf(b, "  %s/s %s\n", bytesString(uint64(max(s.AllocBytesPerSecond, 0))), siteLine(s))
+		}
 	}
-	fmt.Fprintf(b, "allocating lines over the latest %v:\n", h.Window.Round(time.Millisecond))
-	for i := range h.Allocating[:min(len(h.Allocating), maxAllocatingLines)] {
-		s := &h.Allocating[i]
-		fmt.Fprintf(b, "  %s/s %s\n", bytesString(uint64(max(s.AllocBytesPerSecond, 0))), siteLine(s))
+	if len(h.Growing) > 0 {
+		b.WriteString("growing lines (in-use bytes):\n")
+		for i := range h.Growing {
+			s := &h.Growing[i]
+			fmt.Fprintf(b, "  +%s over %d windows, %s in use: %s\n", bytesString(uint64(max(s.GrownBytes, 0))), s.GrowingFor,
+				bytesString(uint64(max(s.InUseBytes, 0))), siteLine(s))
+		}
 	}
 }
 
