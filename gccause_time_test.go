@@ -64,10 +64,15 @@ func mapGrow(stop <-chan struct{}) {
 	}
 }
 
+// flatHeld is what flatUnderLimit holds: a package variable, so that the
+// compiler cannot see it is never read and let the GC free it.
+var flatHeld [][]byte
+
 // flatUnderLimit holds 32 MiB, replacing pieces of it, and churns fast:
 // a constant live heap under GOMEMLIMIT.
 func flatUnderLimit(stop <-chan struct{}) {
-	held := make([][]byte, 512)
+	flatHeld = make([][]byte, 512)
+	held := flatHeld
 	for i := range held {
 		held[i] = make([]byte, 64<<10)
 	}
