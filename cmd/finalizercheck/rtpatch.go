@@ -9,8 +9,8 @@ package main
 // the token's plumbing; everything with logic is finalizerwatch's.
 //
 // Verified against go1.26's and go1.27's runtime (mfinal.go, mheap.go,
-// mcleanup.go, proc.go, runtime2.go, mgc.go; runtime/debug's garbage.go,
-// checked only).
+// mcleanup.go, proc.go, runtime2.go, mgc.go, mprof.go; runtime/debug's
+// garbage.go, checked only).
 
 // joinPoint is one change to a file of package runtime, or, where advice
 // is find, a check of what the patch relies on there without changing it
@@ -265,6 +265,22 @@ var joinPoints = []joinPoint{
 `,
 		advice: `	newg.gopc = callerpc
 	newg.gcprobeOrigin = 0
+`,
+	},
+
+	// The heap profile's stacks: a sampled allocation's stack ends with
+	// the origin of the goroutine that made it (gcprobeHeapOrigin), so
+	// that an allocation on a goroutine only the standard library runs
+	// is named at the program's line that caused that goroutine.
+	{
+		file: "mprof.go",
+		what: "mProf_Malloc's stack of a sampled allocation (callers into mp.profStack)",
+		find: `	nstk := callers(3, mp.profStack[:debug.profstackdepth+2])
+	index := (mProfCycle.read() + 2) % uint32(len(memRecord{}.future))
+`,
+		advice: `	nstk := callers(3, mp.profStack[:debug.profstackdepth+2])
+	nstk = gcprobeHeapOrigin(mp.profStack[:debug.profstackdepth+2], nstk)
+	index := (mProfCycle.read() + 2) % uint32(len(memRecord{}.future))
 `,
 	},
 

@@ -4,6 +4,8 @@ package probe_test
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gcprobe/probe"
+	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/memstats"
 )
@@ -88,7 +91,7 @@ func TestRuntimeModeForcedGCCause(t *testing.T) {
 	})
 	text := rep.String()
 	t.Logf("report:\n%s", text)
-	want := fmt.Sprintf("called at github.com/gcprobe/probe_test.forceLoop gccause_forced_test.go:%d:", testkit.MarkerLine(t, "gccause_forced_test.go", "force-line"))
+	want := fmt.Sprintf("called at github.com/gcprobe/probe_test.forceLoop gccause_runtime_test.go:%d:", testkit.MarkerLine(t, "gccause_runtime_test.go", "force-line"))
 	if !strings.Contains(text, want) {
 		t.Errorf("the report does not name the runtime.GC line %q", want)
 	}
@@ -108,5 +111,57 @@ func TestRuntimeModeForcedGCCause(t *testing.T) {
 		if k.Event.Detector == memstats.DetectorAllocationDriven {
 			t.Errorf("a runtime.GC loop is called allocation-driven: %s", k.Words)
 		}
+	}
+}
+
+// TestRuntimeModeHeapSiteAtGoroutineOrigin: the allocations net/http makes
+// on its connection goroutines (reading each request's header) have no
+// frame of the program's on their own stacks; in the runtime build mode
+// the heap profile names them at the program's line that caused those
+// goroutines, the server's start, with the path down to the allocation,
+// rather than at a standard-library frame.
+func TestRuntimeModeHeapSiteAtGoroutineOrigin(t *testing.T) {
+	defer func(r int) { runtime.MemProfileRate = r }(runtime.MemProfileRate)
+	runtime.MemProfileRate = 4 << 10
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()),
+		probe.WithHeapProfileOptions(heapprofile.WithInterval(250*time.Millisecond), heapprofile.WithTopK(50)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // marker: server-start
+	defer srv.Close()
+	line := testkit.MarkerLine(t, "gccause_runtime_test.go", "server-start")
+	want := fmt.Sprintf("gccause_runtime_test.go:%d", line)
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 32 {
+		req.Header.Set(fmt.Sprintf("X-Filler-%d", i), strings.Repeat("x", 256))
+	}
+	var found heapprofile.Site
+	testkit.Poll(t, 60*time.Second, "a heap site at the server's start line", func() bool {
+		for range 200 {
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		for _, s := range p.HeapProfile().Snapshot().Allocating {
+			// The server's start allocates itself too (httptest.NewServer's
+			// listener): the site wanted is the line through the
+			// connection goroutine's serve.
+			if s.Frame.Line == line && strings.HasSuffix(s.Frame.File, "gccause_runtime_test.go") && strings.Contains(s.PathString(), "net/http.(*conn).serve") {
+				found = s
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("site %s, path %s", found.Label(), found.PathString())
+	if ps := found.PathString(); !strings.HasPrefix(ps, want) {
+		t.Errorf("path %q: want it from %s", ps, want)
 	}
 }
