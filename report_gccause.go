@@ -96,7 +96,8 @@ type GCCause struct {
 	Heap heapprofile.Snapshot
 }
 
-// Cause is one firing cause detector and the lines it points at.
+// Cause is one cause of GC work named now, a firing cause detector or an
+// operator's own cause, with the lines it points at and the fix.
 type Cause struct {
 	// Event is the detector's firing event, Value current.
 	Event memstats.Event
@@ -113,8 +114,8 @@ type Cause struct {
 	// memory_limit_pressure. None for stopping_latency, which is about
 	// goroutines that do not yield, not about memory.
 	Sites []heapprofile.Site
-	// Fix is what to change, in words (memstats.Event.Fix), with what
-	// the heap profile adds: that it is off, say.
+	// Fix is what to change, in words (memstats.Event.Fix, or the
+	// operator cause's, by API name).
 	Fix string
 	// Note says why Sites is empty where a cause would name lines: the
 	// heap profile is off (runtime.MemProfileRate = 0), or has not been
@@ -123,15 +124,15 @@ type Cause struct {
 	Note string
 	// Operator reports an operator's own cause, judged from the heap
 	// profile's stack signatures (heapprofile.JudgeOperator) rather than
-	// fired by a memstats detector: Event is then zero, and Name, Value,
-	// Threshold, Since and Line say it.
+	// fired by a memstats detector: Event is then zero, and Line names
+	// its line where it has one.
 	Operator bool
 	// Name is the cause's name: the detector's (memstats.Detector*), or
 	// an operator cause's (heapprofile.Cause*).
 	Name string
-	// Value and Threshold are the number that decided an operator cause
-	// and its threshold (heapprofile.OperatorCause); Since when it was
-	// first named.
+	// Value and Threshold are the number that decided the cause and its
+	// threshold (the detector's event's, or heapprofile.OperatorCause's),
+	// and Since when it began.
 	Value, Threshold float64
 	Since            time.Time
 	// Line is an operator cause's line to change (the reconciler's List
