@@ -54,6 +54,14 @@
 // PC expands into, inlined calls included. Sites are keyed by their line:
 // stacks through one line are one site.
 //
+// In gcprobe's runtime build mode (finalizercheck -runtime) the runtime
+// ends a sampled allocation's stack, after runtime.goexit, with the line
+// that caused the allocating goroutine, its origin, while a probe is
+// attached. A stack that only the standard library runs (net/http's
+// connection goroutines) then has the program's frame that started it,
+// and that is its site, with the standard library's frames as its path:
+// "main.go:42 → net/http.(*conn).serve → … → net/textproto.readMIMEHeader".
+//
 // A site's Path is the way from the site down to the allocation: the
 // frames between them that are outside the runtime, innermost last, so
 // that a site calling io.Copy that allocates in io.copyBuffer has the path
