@@ -63,6 +63,7 @@ type Probe struct {
 	reporter  *tracing.Reporter
 	heap      *heapprofile.Profiler
 	operator  *operatorCauses // an operator's own GC causes (gccause_operator.go)
+	forced    recentForced    // forced GC lines by their recent calls (gccause_operator.go)
 	history   *history        // the live page's memory (history.go)
 
 	life lifecycle.Lifecycle // idle → running → stopped, once

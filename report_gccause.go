@@ -140,8 +140,12 @@ type Cause struct {
 	Line stackcapture.Frame
 	// Callers are, for forced_gc in the runtime build mode, the lines
 	// that called runtime.GC or debug.FreeOSMemory, most calls first, at
-	// most three (finalizerwatch.ForcedGCSites).
-	Callers []finalizerwatch.ForcedGCSite
+	// most three (finalizerwatch.ForcedGCSites), each with its calls
+	// since CallersSince (a minute or two ago; zero: since the process
+	// began), so that a line that forced cycles at start-up is not named
+	// before the loop that forces them now.
+	Callers      []finalizerwatch.ForcedGCSite
+	CallersSince time.Time
 }
 
 // gcCause builds the report's GCCause from the detectors firing now and
@@ -168,8 +172,8 @@ func (p *Probe) gcCause(firing []memstats.Event) GCCause {
 		case memstats.DetectorForcedGC:
 			lines = false
 			if finalizerwatch.RuntimeModeForcedGC() {
-				all := finalizerwatch.ForcedGCSites(nil)
-				c.Callers = all[:min(len(all), maxBlamed)]
+				all, since := p.forced.rank(finalizerwatch.ForcedGCSites(nil), time.Now())
+				c.Callers, c.CallersSince = all[:min(len(all), maxBlamed)], since
 			} else {
 				c.Note = "build in the runtime mode (finalizercheck -runtime) for the line that calls runtime.GC or debug.FreeOSMemory; meanwhile, search the program and its dependencies for them"
 			}
@@ -199,17 +203,23 @@ func (p *Probe) causeLine(e memstats.Event) string {
 }
 
 // GCCauseNames returns the names of the causes of GC work the Report names
-// now (memstats cause detectors), for reconciletrace.WithCauses; nil when
-// there is none. A nil or zero-value Probe has none.
+// now: the firing cause detectors (memstats.CauseDetectors) and an
+// operator's own causes (heapprofile.Cause*), for reconciletrace.WithCauses;
+// nil when there is none. It reads no heap profile and allocates only the
+// slice: cheap enough for every reconcile. A nil or zero-value Probe has
+// none.
 func (p *Probe) GCCauseNames() []string {
 	if p.made("GCCauseNames") != nil {
 		return nil
 	}
+	var buf [8]memstats.Event
 	var names []string
-	for cause := range p.causeLabels {
-		names = append(names, cause)
+	for _, e := range p.sampler.Active(buf[:0]) {
+		if memstats.IsCause(e.Detector) {
+			names = append(names, e.Detector)
+		}
 	}
-	return names
+	return p.operator.names(names)
 }
 
 // causeLabels yields the causes the Report names now, each with its first
@@ -307,7 +317,11 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 			fmt.Fprintf(b, "  at %s\n", c.firstLine())
 		}
 		for _, f := range c.Callers {
-			fmt.Fprintf(b, "  called at %s: %d calls since the probe started\n", callerLine(&f), f.Calls)
+			since := "since the process began"
+			if !c.CallersSince.IsZero() {
+				since = fmt.Sprintf("in the latest %v", r.GC.Time.Sub(c.CallersSince).Round(time.Second))
+			}
+			fmt.Fprintf(b, "  called at %s: %d calls %s\n", callerLine(&f), f.Calls, since)
 		}
 		for _, s := range c.Sites {
 			fmt.Fprintf(b, "  look at %s: ", siteLine(&s))
@@ -349,9 +363,13 @@ func (r Report) writeAllocating(b *bytes.Buffer) {
 	}
 }
 
-// callerLine is a forced GC's calling line as the Report names it.
+// callerLine is a forced GC's calling line as the Report names it; the
+// entry without a line says why it has none.
 func callerLine(f *finalizerwatch.ForcedGCSite) string {
 	if f.Site.Line == 0 {
+		if f.Site.File != "" {
+			return f.Site.Function + " (" + f.Site.File + ")"
+		}
 		return f.Site.Function
 	}
 	return fmt.Sprintf("%s %s:%d", f.Site.Function, filepath.Base(f.Site.File), f.Site.Line)
@@ -363,11 +381,11 @@ func siteLine(s *heapprofile.Site) string {
 	if s.Frame.File == "" {
 		return s.Label() // the runtime's shared site
 	}
-	l := fmt.Sprintf("%s %s:%d", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
 	if len(s.Path) > 0 {
-		l += " (" + s.PathString() + ")"
+		// The path begins with the site's file:line.
+		return s.Frame.Function + " " + s.PathString()
 	}
-	return l
+	return fmt.Sprintf("%s %s:%d", s.Frame.Function, filepath.Base(s.Frame.File), s.Frame.Line)
 }
 
 // writeSiteStack writes the first callers of a site under it, the

@@ -3,6 +3,7 @@ package heapprofile
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -156,7 +157,9 @@ const MaxSignatures = 32
 // stacks allocated and hold (Snapshot.Signatures, in this order). A stack
 // counts toward every signature it matches. Calls add up; in all, the
 // signatures must have names, distinct, and frames, none empty, and be at
-// most MaxSignatures. A stack's matches are found once, when the stack is
+// most MaxSignatures. A signature given again, with the same name and
+// frames, counts once (the probe adds OperatorSignatures itself in a
+// binary that links client-go, and a user may too). A stack's matches are found once, when the stack is
 // first seen, by symbolizing it; a read then only adds.
 func WithSignatures(sigs ...Signature) Option {
 	sigs = append([]Signature(nil), sigs...)
@@ -164,7 +167,12 @@ func WithSignatures(sigs ...Signature) Option {
 		sigs[i].Frames = append([]string(nil), sigs[i].Frames...) // the caller's slices stay the caller's
 	}
 	return func(c *config) error {
-		all := append(c.sigs[:len(c.sigs):len(c.sigs)], sigs...)
+		all := c.sigs[:len(c.sigs):len(c.sigs)]
+		for _, s := range sigs {
+			if !slices.ContainsFunc(all, func(o Signature) bool { return o.Name == s.Name && slices.Equal(o.Frames, s.Frames) }) {
+				all = append(all, s)
+			}
+		}
 		if len(all) > MaxSignatures {
 			return optionErr("WithSignatures", "at most %d signatures, got %d", MaxSignatures, len(all))
 		}

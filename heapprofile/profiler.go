@@ -462,7 +462,9 @@ func (p *Profiler) render(dst []Site, idx []int32) []Site {
 	return dst
 }
 
-// Snapshot returns the latest read's picture. Its slices are the caller's.
+// Snapshot returns the latest read's picture. Its lists are the caller's;
+// each Site's Stack and Path are shared with the profiler and later
+// snapshots, and must not be changed.
 func (p *Profiler) Snapshot() Snapshot {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -285,6 +285,11 @@ func TestWithSignaturesValidates(t *testing.T) {
 	if _, err := New(WithSignatures(many[:MaxSignatures]...)); err != nil {
 		t.Errorf("%d signatures: %v", MaxSignatures, err)
 	}
+	// The same signatures given twice count once (the probe adds the
+	// operator signatures, and a user may too).
+	if _, err := New(WithSignatures(many[:MaxSignatures]...), WithSignatures(many[:MaxSignatures]...)); err != nil {
+		t.Errorf("the same %d signatures twice: %v", MaxSignatures, err)
+	}
 	// The option keeps its own copy.
 	sig := Signature{Name: "a", Frames: []string{"f"}}
 	o := WithSignatures(sig)

@@ -54,7 +54,7 @@ const RecordBytes = int(unsafe.Sizeof(runtime.MemProfileRecord{}))
 // for a report to print instead of its sites; "" when Status is StatusOK.
 // For instance "the heap profile is off (runtime.MemProfileRate = 0): no
 // allocating line can be named".
-func (s *Snapshot) StatusText() string {
+func (s Snapshot) StatusText() string {
 	switch s.Status {
 	case StatusOK:
 		return ""

@@ -93,8 +93,8 @@ const (
 	DefaultCauseHold      = time.Minute
 
 	// DefaultCPUPressure is the kernel's CPU pressure (the share of time
-	// some thread of the process waited for a CPU, avg10) from which
-	// stopping_latency is put down to CPU starvation.
+	// some thread waited for a CPU since the previous read: Work.CPUPressure)
+	// from which stopping_latency is put down to CPU starvation.
 	DefaultCPUPressure = 0.10
 
 	// DefaultLiveHeapGrowthCycles is how many consecutive GC cycles the
@@ -211,10 +211,12 @@ func (d *detectors) causes(s *Snapshot, evs *[numDetectors]Event, n int) int {
 	}
 	cond[3] = rated && wk.StopTheWorldCount > 0 && value[3] >= c.stoppingShare &&
 		wk.Stopping >= c.stoppingMin*time.Duration(wk.StopTheWorldCount)
-	if cond[3] || d.st[detStopping].firing {
+	// The reason is judged while the condition holds; a cause held
+	// after it stopped keeps the reason it had (annotate keeps it).
+	if cond[3] {
 		wk.CPUPressure = d.cpuPressure(now)
 		reason[3] = ReasonSafePoint
-		if wk.RunnableWait >= c.stoppingMin/2 || wk.CPUPressure >= DefaultCPUPressure {
+		if wk.RunnableWait >= max(c.stoppingMin/2, minStarvedWait) || wk.CPUPressure >= DefaultCPUPressure {
 			reason[3] = ReasonCPUStarvation
 		}
 	}
@@ -229,8 +231,10 @@ func (d *detectors) causes(s *Snapshot, evs *[numDetectors]Event, n int) int {
 
 	fix[1] = fixLiveGrowth
 	fix[2] = fixMemoryLimit
-	fix[3] = fixSafePoint
-	if reason[3] == ReasonCPUStarvation {
+	switch reason[3] {
+	case ReasonSafePoint:
+		fix[3] = fixSafePoint
+	case ReasonCPUStarvation:
 		fix[3] = fixStarvation
 	}
 	fix[4] = fixAssist
@@ -313,6 +317,11 @@ func allocationFix(s *Snapshot, cyclesPerMinute float64) string {
 		mib(s.HeapLive), mib(headroom), g, cyclesPerMinute/4, cyclesPerMinute, mib(3*headroom), mib(limitSuggestion(s.HeapLive)))
 }
 
+// minStarvedWait is the least mean wait of a runnable goroutine that is CPU
+// starvation, whatever WithStoppingLatency's minimum (half of it counts):
+// healthy programs wait microseconds.
+const minStarvedWait = 100 * time.Microsecond
+
 // tinyLiveHeap is the live heap under which allocation_driven suggests
 // GOGC: twice the runtime's minimum heap.
 const tinyLiveHeap = 2 * heapMinimum
@@ -345,12 +354,11 @@ func (e Event) Cause() string {
 		return fmt.Sprintf("allocation-driven: %.0f GC cycles a minute nobody forced (threshold %.0f): the program allocates fast enough to keep the GC running",
 			e.Value, e.Threshold)
 	case DetectorLiveHeapGrowth:
-		return fmt.Sprintf("live-heap growth: the live heap grew %.0f%% over the latest window (threshold %.0f%%): something keeps what it allocates, a cache or a leak",
+		return fmt.Sprintf("live-heap growth: the live heap grew %.0f%% over the latest window (threshold %.0f%%, or any steady rise of 4 MiB or more above 500 MiB): something keeps what it allocates, a cache or a leak",
 			100*e.Value, 100*e.Threshold)
 	case DetectorMemoryLimitPressure:
 		if e.Value < e.Threshold {
-			return fmt.Sprintf("memory-limit pressure: the GC CPU limiter engaged (the heap goal is %.2fx below GOGC's, threshold %.2fx): the memory limit makes the GC run without pause",
-				e.Value, e.Threshold)
+			return "memory-limit pressure: the GC CPU limiter engaged within the window: the memory limit makes the GC run without pause, and the limiter lets the heap pass the limit to cap the GC's CPU"
 		}
 		if e.Value >= maxSqueeze {
 			return "memory-limit pressure: GOGC is off and the memory limit alone sets the heap goal: the GC runs as often as the limit needs"

@@ -281,7 +281,7 @@ func TestCauseWords(t *testing.T) {
 		want string
 	}{
 		{Event{Detector: DetectorAllocationDriven, Value: 412, Threshold: 60}, "allocation-driven: 412 GC cycles a minute nobody forced (threshold 60)"},
-		{Event{Detector: DetectorLiveHeapGrowth, Value: 0.38, Threshold: 0.1}, "live-heap growth: the live heap grew 38% over the latest window (threshold 10%)"},
+		{Event{Detector: DetectorLiveHeapGrowth, Value: 0.38, Threshold: 0.1}, "live-heap growth: the live heap grew 38% over the latest window (threshold 10%, or any steady rise"},
 		{Event{Detector: DetectorMemoryLimitPressure, Value: 2.1, Threshold: 1.05}, "memory limit holds the heap goal 2.10x below"},
 		{Event{Detector: DetectorMemoryLimitPressure, Value: maxSqueeze, Threshold: 1.05}, "GOGC is off"},
 		{Event{Detector: DetectorStoppingLatency, Value: 0.73, Threshold: 0.5}, "73% of the GC's stop-the-world time was spent stopping"},

@@ -267,4 +267,7 @@ func TestPressureSince(t *testing.T) {
 	if got := pressureSince(prev, cur, time.Millisecond); got != 0.05 {
 		t.Errorf("a millisecond apart: %v, want avg10", got)
 	}
+	if got := pressureSince(prev, cur, time.Hour); got != 0.05 {
+		t.Errorf("an hour apart: %v, want avg10", got)
+	}
 }

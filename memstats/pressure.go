@@ -73,9 +73,11 @@ func parsePressure(b []byte) (cpuPressure, bool) {
 // pressureSince is the share of the time since the previous read, prev at
 // then, in which some thread waited for a CPU, from the totals: it follows
 // a neighbour that starts now, where avg10 takes seconds to rise. With no
-// usable previous read, avg10.
+// usable previous read (none, one too close, or one older than avg10's ten
+// seconds: it is read only while stopping_latency's condition holds, and a
+// read hours old would dilute a neighbour that starts now), avg10.
 func pressureSince(prev, cur cpuPressure, elapsed time.Duration) float64 {
-	if elapsed < 100*time.Millisecond || cur.total < prev.total || prev.total == 0 {
+	if elapsed < 100*time.Millisecond || elapsed > 10*time.Second || cur.total < prev.total || prev.total == 0 {
 		return cur.avg10
 	}
 	return min(float64(cur.total-prev.total)/float64(elapsed.Microseconds()), 1)
