@@ -4,7 +4,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/gcprobe/probe/internal/symname"
 )
 
 // Bounds of Site.PathString.
@@ -51,7 +52,7 @@ func (s *Site) PathString() string {
 	}
 	out := strings.ToValidUTF8(b.String(), "\uFFFD")
 	if len(out) > MaxPathLen {
-		out = cutUTF8(out[:MaxPathLen-len("…")]) + "…"
+		out = symname.CutUTF8(out[:MaxPathLen-len("…")]) + "…"
 	}
 	return out
 }
@@ -61,7 +62,7 @@ func (s *Site) PathString() string {
 // "caddyhttp.(*W).ReadFrom"; the standard library's keep theirs), at most
 // maxHopLen bytes, its middle cut to "…" beyond.
 func shortFunc(fn string) string {
-	pkg := pkgPath(fn)
+	pkg := symname.PkgPath(fn)
 	root, _, _ := strings.Cut(pkg, "/")
 	if i := strings.LastIndexByte(pkg, '/'); i >= 0 && strings.Contains(root, ".") {
 		fn = fn[i+1:] // a module's; the standard library's paths are short, and internal/sync is not sync
@@ -71,21 +72,5 @@ func shortFunc(fn string) string {
 		return fn
 	}
 	half := (maxHopLen - len("…")) / 2
-	return cutUTF8(fn[:half]) + "…" + cutUTF8Front(fn[len(fn)-half:])
-}
-
-// cutUTF8 drops a rune cut in two at the end of s.
-func cutUTF8(s string) string {
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// cutUTF8Front drops a rune cut in two at the start of s.
-func cutUTF8Front(s string) string {
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[1:]
-	}
-	return s
+	return symname.CutUTF8(fn[:half]) + "…" + symname.CutUTF8Front(fn[len(fn)-half:])
 }

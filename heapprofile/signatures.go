@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/gcprobe/probe/internal/symname"
 	"github.com/gcprobe/probe/stackcapture"
 )
 
@@ -74,7 +75,7 @@ func mainModule() string {
 // inMain reports whether f's function is in the main module (or package
 // main, whose functions are named "main." whatever the module's path).
 func inMain(f stackcapture.Frame, mainPath string) bool {
-	pkg := pkgPath(f.Function)
+	pkg := symname.PkgPath(f.Function)
 	return pkg == "main" || (mainPath != "" && (pkg == mainPath || strings.HasPrefix(pkg, mainPath+"/")))
 }
 

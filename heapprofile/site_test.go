@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gcprobe/probe/internal/symname"
 	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -245,7 +246,7 @@ func TestSiteSkipsTheStandardLibrarysInternals(t *testing.T) {
 	var inner []uintptr
 	for _, pc := range stk {
 		fs := stackcapture.PCFrames(pc)
-		if len(fs) > 0 && (isRuntime(fs[0]) || isStdInternal(pkgPath(fs[0].Function))) {
+		if len(fs) > 0 && (isRuntime(fs[0]) || isStdInternal(symname.PkgPath(fs[0].Function))) {
 			inner = append(inner, pc)
 		}
 	}

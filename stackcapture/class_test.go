@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gcprobe/probe/internal/symname"
 )
 
 func TestPkgPath(t *testing.T) {
@@ -23,8 +25,8 @@ func TestPkgPath(t *testing.T) {
 		{"vendor/golang.org/x/net/http2.(*Framer).ReadFrame", "vendor/golang.org/x/net/http2"},
 	}
 	for _, tt := range tests {
-		if got := pkgPath(tt.give); got != tt.want {
-			t.Errorf("pkgPath(%q) = %q, want %q", tt.give, got, tt.want)
+		if got := symname.PkgPath(tt.give); got != tt.want {
+			t.Errorf("symname.PkgPath(%q) = %q, want %q", tt.give, got, tt.want)
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gcprobe/probe/internal/symname"
 )
 
 // Frame is one symbolized frame of a stack.
@@ -43,28 +45,12 @@ func (f Frame) Label() string {
 	const fnMax, ellipsis = 120, "…"
 	if len(fn) > fnMax {
 		half := (fnMax - len(ellipsis)) / 2
-		fn = cutUTF8(fn[:half]) + ellipsis + cutUTF8Front(fn[len(fn)-half:])
+		fn = symname.CutUTF8(fn[:half]) + ellipsis + symname.CutUTF8Front(fn[len(fn)-half:])
 	}
 	if room := MaxLabelLen - len(fn) - 1 - len(line); len(file) > room {
-		file = ellipsis + cutUTF8Front(file[len(file)-(room-len(ellipsis)):])
+		file = ellipsis + symname.CutUTF8Front(file[len(file)-(room-len(ellipsis)):])
 	}
 	return fn + " " + file + line
-}
-
-// cutUTF8 drops a rune cut in two at the end of s.
-func cutUTF8(s string) string {
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// cutUTF8Front drops a rune cut in two at the start of s.
-func cutUTF8Front(s string) string {
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[1:]
-	}
-	return s
 }
 
 // modulePath is gcprobe's module path; modulePrefix begins the names of

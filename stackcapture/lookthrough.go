@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/gcprobe/probe/internal/symname"
 )
 
 // Looking through wrappers.
@@ -109,7 +111,7 @@ func lookingThrough(fn string) bool {
 	if i := strings.IndexByte(fn, '['); i >= 0 {
 		fn = fn[:i]
 	}
-	return s.names[fn] || s.names[pkgPath(fn)]
+	return s.names[fn] || s.names[symname.PkgPath(fn)]
 }
 
 // LookedThrough reports whether a frame at return PC pc (inlined calls
