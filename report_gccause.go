@@ -260,6 +260,15 @@ func (c *Cause) firstLabel() string {
 	return ""
 }
 
+// runWait is the runnable goroutines' mean wait for a CPU, as the GC work
+// line says it; measured only while stopping the world is slow.
+func runWait(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", waiting %v on average to run", d.Round(time.Microsecond))
+}
+
 // heapNote says why the heap profile names no line now.
 func heapNote(h *heapprofile.Snapshot) string {
 	if t := h.StatusText(); t != "" {
@@ -292,11 +301,11 @@ func (r Report) writeGCCause(b *bytes.Buffer) {
 	} else if w.LimiterLastEnabled > 0 {
 		limiter = fmt.Sprintf("last engaged in cycle %d", w.LimiterLastEnabled)
 	}
-	fmt.Fprintf(b, "stop-the-world %v in %d pauses (stopping %v); heap goal set by %s (GOGC %d, memory limit %s, GC CPU limiter %s); scan: heap %s, stacks %s, globals %s; %d goroutines, waiting %v on average to run; live heap %+.0f%% over %v (%d cycles, %s)\n",
+	fmt.Fprintf(b, "stop-the-world %v in %d pauses (stopping %v); heap goal set by %s (GOGC %d, memory limit %s, GC CPU limiter %s); scan: heap %s, stacks %s, globals %s; %d goroutines%s; live heap %+.0f%% over %v (%d cycles, %s)\n",
 		w.StopTheWorld.Round(time.Microsecond), w.StopTheWorldCount, w.Stopping.Round(time.Microsecond),
 		w.GoalSetBy, r.GC.GOGC, limit, limiter,
 		bytesString(w.ScanHeap), bytesString(w.ScanStack), bytesString(w.ScanGlobals), w.Goroutines,
-		w.RunnableWait.Round(time.Microsecond), 100*w.LiveGrowth, w.LiveSpan.Round(time.Second), w.LiveCycles,
+		runWait(w.RunnableWait), 100*w.LiveGrowth, w.LiveSpan.Round(time.Second), w.LiveCycles,
 		map[bool]string{true: "rising", false: "not rising"}[w.LiveRising])
 	if len(r.GCCause.Causes) == 0 {
 		b.WriteString("GC cause: none (no cause detector firing)\n")

@@ -36,7 +36,6 @@ const (
 	idxScanStack    // /gc/scan/stack:bytes
 	idxScanGlobals  // /gc/scan/globals:bytes
 	idxGoroutines   // /sched/goroutines:goroutines
-	idxSchedLatency // /sched/latencies:seconds
 	numMetrics
 )
 
@@ -71,7 +70,6 @@ func newSamples() []metrics.Sample {
 	s[idxScanStack].Name = "/gc/scan/stack:bytes"
 	s[idxScanGlobals].Name = "/gc/scan/globals:bytes"
 	s[idxGoroutines].Name = "/sched/goroutines:goroutines"
-	s[idxSchedLatency].Name = "/sched/latencies:seconds"
 	return s
 }
 
@@ -113,10 +111,6 @@ type reading struct {
 	scanHeap, scanStack     uint64
 	scanGlobals, goroutines uint64
 	stwStopSec, stwTotalSec float64
-	// How long goroutines waited, runnable, for a CPU: cumulative
-	// seconds summed from /sched/latencies, and how many waits.
-	runWaitSec float64
-	runWaitN   uint64
 }
 
 // u64 returns sample i as a uint64, or 0 when the running Go does not

@@ -70,10 +70,14 @@ type Work struct {
 	// cycle scans.
 	Goroutines uint64
 
-	// RunnableWait is how long, on average over the window, a goroutine
-	// that was ready to run waited for a CPU (/sched/latencies): a few
-	// microseconds when the process has the CPU it needs, milliseconds
-	// when its threads are starved (an overloaded node, a CPU limit).
+	// RunnableWait is how long, on average since its previous read, a
+	// goroutine that was ready to run waited for a CPU
+	// (/sched/latencies): a few microseconds when the process has the
+	// CPU it needs, milliseconds when its threads are starved (an
+	// overloaded node, a CPU limit). Like CPUPressure it is read only
+	// while stopping_latency's condition holds, at most once an
+	// interval, off the sampling round's own read; 0 otherwise, or when
+	// the previous read is too old (over ten seconds) to average over.
 	RunnableWait time.Duration
 	// CPUPressure is the share of the time in which some of the
 	// process's threads waited for a CPU, as the kernel's pressure stall
@@ -140,21 +144,17 @@ type workState struct {
 	stopPrev, totalPrev []uint64
 	stopSec, totalSec   float64
 
-	runPrev []uint64
-	runSec  float64
-	runN    uint64
-
 	// The live heap at the ends of cycles, kept at most every
 	// rateWindow/liveSpacing, newest last (liveTrack).
 	live liveTrack
 }
 
 // accumulate adds the increments of a cumulative time histogram since the
-// previous round, each at its bucket's midpoint, to *sec, and returns how
-// many observations they were; prev is allocated on first use only.
-func accumulate(s []metrics.Sample, i int, prev *[]uint64, sec *float64) (n uint64) {
+// previous round, each at its bucket's midpoint, to *sec; prev is
+// allocated on first use only.
+func accumulate(s []metrics.Sample, i int, prev *[]uint64, sec *float64) {
 	if s[i].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0
+		return
 	}
 	h := s[i].Value.Float64Histogram()
 	if len(*prev) != len(h.Counts) {
@@ -169,10 +169,8 @@ func accumulate(s []metrics.Sample, i int, prev *[]uint64, sec *float64) (n uint
 		if d == 0 {
 			continue
 		}
-		n += d
 		*sec += float64(d) * midpoint(h.Buckets[j], h.Buckets[j+1])
 	}
-	return n
 }
 
 // midpoint is a histogram bucket's representative value: the middle of
@@ -194,8 +192,6 @@ func (w *workState) readWork(s []metrics.Sample, r *reading) {
 	accumulate(s, idxStoppingGC, &w.stopPrev, &w.stopSec)
 	accumulate(s, idxPausesGC, &w.totalPrev, &w.totalSec)
 	r.stwStopSec, r.stwTotalSec = w.stopSec, w.totalSec
-	w.runN += accumulate(s, idxSchedLatency, &w.runPrev, &w.runSec)
-	r.runWaitSec, r.runWaitN = w.runSec, w.runN
 }
 
 // work computes the round's Work from r and the point the rate window
@@ -240,12 +236,7 @@ func (s *Sampler) work(now time.Time, r *reading, b *ratePoint, sn *Snapshot) {
 
 	wk.ScanHeap, wk.ScanStack, wk.ScanGlobals = r.scanHeap, r.scanStack, r.scanGlobals
 	wk.Goroutines = r.goroutines
-	if n := sub0(r.runWaitN, base.runWaitN); n > 0 {
-		wk.RunnableWait = secondsDuration((r.runWaitSec - base.runWaitSec) / float64(n))
-	} else {
-		wk.RunnableWait = 0
-	}
-	wk.CPUPressure = -1
+	wk.RunnableWait, wk.CPUPressure = 0, -1
 	s.wstate.live.observe(now, r, s.cfg.rateWindow, s.cfg.liveCycles, wk)
 }
 

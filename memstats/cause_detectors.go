@@ -214,7 +214,7 @@ func (d *detectors) causes(s *Snapshot, evs *[numDetectors]Event, n int) int {
 	// The reason is judged while the condition holds; a cause held
 	// after it stopped keeps the reason it had (annotate keeps it).
 	if cond[3] {
-		wk.CPUPressure = d.cpuPressure(now)
+		wk.RunnableWait, wk.CPUPressure = d.starvation(now)
 		reason[3] = ReasonSafePoint
 		if wk.RunnableWait >= max(c.stoppingMin/2, minStarvedWait) || wk.CPUPressure >= DefaultCPUPressure {
 			reason[3] = ReasonCPUStarvation
@@ -278,21 +278,28 @@ func (d *detectors) annotate(i int, reason, fix string, produced []Event) {
 	}
 }
 
-// cpuPressure returns the kernel's CPU pressure since its previous read,
-// asking at most once an interval; negative when unknown.
-func (d *detectors) cpuPressure(now time.Time) float64 {
-	if d.pressureAt.IsZero() || now.Sub(d.pressureAt) >= d.cfg.interval {
+// starvation returns how long runnable goroutines waited for a CPU on
+// average, and the kernel's CPU pressure (negative when unknown), each
+// since its previous read: read at most once an interval, and only while
+// stopping_latency's condition holds, so the sampling round itself reads
+// neither.
+func (d *detectors) starvation(now time.Time) (time.Duration, float64) {
+	if d.starvedAt.IsZero() || now.Sub(d.starvedAt) >= d.cfg.interval {
+		elapsed := now.Sub(d.starvedAt)
 		v, ok := d.cfg.pressure()
 		d.pressure = -1
 		if ok {
-			d.pressure = pressureSince(d.pressureRead, v, now.Sub(d.pressureAt))
+			d.pressure = pressureSince(d.pressureRead, v, elapsed)
 			d.pressureRead = v
 		} else {
 			d.pressureRead = cpuPressure{}
 		}
-		d.pressureAt = now
+		w := d.cfg.runWait()
+		d.runWait = waitSince(d.runWaitRead, w, elapsed)
+		d.runWaitRead = w
+		d.starvedAt = now
 	}
-	return d.pressure
+	return d.runWait, d.pressure
 }
 
 // allocationFix is allocation_driven's advice. With a tiny live heap the

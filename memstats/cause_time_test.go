@@ -174,8 +174,8 @@ func TestStoppingLatencyReason(t *testing.T) {
 			f.s.cfg.pressure = func() (cpuPressure, bool) { return cpuPressure{avg10: tt.pressure}, tt.pressure >= 0 }
 			f.r.gogc, f.r.memoryLimit, f.r.heapLive, f.r.heapGoal = 100, math.MaxInt64, 20<<20, 40<<20
 			for range 5 {
-				f.r.runWaitN += 1000
-				f.r.runWaitSec += 1000 * tt.wait.Seconds()
+				f.wait.n += 1000
+				f.wait.sec += 1000 * tt.wait.Seconds()
 				slow.second(&f.r)
 				f.round(time.Second)
 			}

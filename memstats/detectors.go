@@ -155,11 +155,13 @@ type detectors struct {
 	forcedSince, latencySince time.Time
 	causeSince                [numCauses]time.Time
 
-	// The kernel's CPU pressure for stopping_latency: the latest figure,
-	// the read it came from, and when.
+	// What stopping_latency tells CPU starvation by (pressure.go): the
+	// latest figures, the reads they came from, and when.
 	pressure     float64
 	pressureRead cpuPressure
-	pressureAt   time.Time
+	runWait      time.Duration
+	runWaitRead  runWaitTotal
+	starvedAt    time.Time
 
 	// finalizer_blocked: the latest answer of cfg.running, and when it
 	// was asked.

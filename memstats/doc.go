@@ -101,7 +101,8 @@
 //	Work.LimiterLastEnabled       /gc/limiter/last-enabled:gc-cycle
 //	Work.Scan*                    /gc/scan/heap:bytes, /gc/scan/stack:bytes, /gc/scan/globals:bytes
 //	Work.Goroutines               /sched/goroutines:goroutines
-//	Work.RunnableWait             Δ /sched/latencies:seconds (sum at bucket midpoints ÷ count) over WithRateWindow
+//	Work.RunnableWait             Δ /sched/latencies:seconds (sum at bucket midpoints ÷ count) since its
+//	                              previous read, read only while stopping_latency's condition holds
 //	Work.CPUPressure              Δ "some" total ÷ Δ time of the cgroup's cpu.pressure, else /proc/pressure/cpu
 //	                              (Linux; avg10 on the first read), read only while stopping_latency's condition holds
 //	Work.Live*                    HeapLive at the ends of cycles, a point at most every WithRateWindow/32,

@@ -13,6 +13,8 @@ type fed struct {
 	s   *Sampler
 	clk *manualClock
 	r   reading
+	// wait is what the runtime's scheduling latencies read (runWait).
+	wait runWaitTotal
 
 	mu     sync.Mutex
 	events []Event
@@ -29,6 +31,7 @@ func newFed(t *testing.T, opts ...Option) *fed {
 	}
 	s.cfg.pressure = func() (cpuPressure, bool) { return cpuPressure{}, false }
 	f := &fed{t: t, s: s, clk: clk}
+	s.cfg.runWait = func() runWaitTotal { return f.wait }
 	s.read = func(_ time.Time, r *reading) { *r = f.r }
 	s.Subscribe(func(e Event) {
 		f.mu.Lock()

@@ -154,6 +154,9 @@ type config struct {
 	// pressure reads the kernel's CPU pressure (pressure.go); a test's
 	// in tests.
 	pressure func() (cpuPressure, bool)
+	// runWait reads the runtime's scheduling latencies (pressure.go); a
+	// test's in tests.
+	runWait func() runWaitTotal
 }
 
 func defaultConfig() config {
@@ -187,6 +190,7 @@ func defaultConfig() config {
 		causeFireAfter:       DefaultCauseFireAfter,
 		causeHold:            DefaultCauseHold,
 		pressure:             readCPUPressure,
+		runWait:              newRunWaitReader(),
 	}
 }
 

@@ -3,7 +3,9 @@ package memstats
 import (
 	"bytes"
 	"os"
+	"runtime/metrics"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -81,4 +83,45 @@ func pressureSince(prev, cur cpuPressure, elapsed time.Duration) float64 {
 		return cur.avg10
 	}
 	return min(float64(cur.total-prev.total)/float64(elapsed.Microseconds()), 1)
+}
+
+// runWaitTotal is the runtime's record of how long runnable goroutines
+// waited for a CPU (/sched/latencies): the waits, summed at each bucket's
+// midpoint, and how many there were.
+type runWaitTotal struct {
+	sec float64
+	n   uint64
+}
+
+// newRunWaitReader returns a function that reads /sched/latencies into a
+// sample of its own, reused: the sampling round's read does not carry the
+// histogram.
+func newRunWaitReader() func() runWaitTotal {
+	var mu sync.Mutex
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}}
+	return func() runWaitTotal {
+		mu.Lock()
+		defer mu.Unlock()
+		metrics.Read(s)
+		var t runWaitTotal
+		if s[0].Value.Kind() != metrics.KindFloat64Histogram {
+			return t
+		}
+		h := s[0].Value.Float64Histogram()
+		for j, c := range h.Counts {
+			t.n += c
+			t.sec += float64(c) * midpoint(h.Buckets[j], h.Buckets[j+1])
+		}
+		return t
+	}
+}
+
+// waitSince is the mean wait since the previous read; 0 with no usable
+// previous read (none, or one more than ten seconds old, like
+// pressureSince's).
+func waitSince(prev, cur runWaitTotal, elapsed time.Duration) time.Duration {
+	if elapsed > 10*time.Second || prev.n == 0 || cur.n <= prev.n {
+		return 0
+	}
+	return secondsDuration((cur.sec - prev.sec) / float64(cur.n-prev.n))
 }

@@ -22,8 +22,6 @@ type ratePoint struct {
 	cpuAssist, cpuDedicated   float64
 	cpuIdle, cpuPause         float64
 	stwStopSec, stwTotalSec   float64
-	runWaitSec                float64
-	runWaitN                  uint64
 }
 
 // rateRing computes GCCPUFraction and ForcedPerMinute over a trailing

@@ -223,7 +223,6 @@ func (s *Sampler) sampleLocked(evs *[numDetectors]Event) int {
 		cpuAssist: r.cpuAssist, cpuDedicated: r.cpuDedicated,
 		cpuIdle: r.cpuIdle, cpuPause: r.cpuPause,
 		stwStopSec: r.stwStopSec, stwTotalSec: r.stwTotalSec,
-		runWaitSec: r.runWaitSec, runWaitN: r.runWaitN,
 	})
 	s.work(now, r, b, sn)
 
