@@ -11,6 +11,8 @@
 # fileserver's lines that call it. It prints the GC causes and the top
 # allocating lines with their paths, and fails if a runtime frame is named
 # as an allocating line or a cause changed state more than once a minute.
+# With PLANT=1 a leak is planted (see below) and it fails unless live-heap
+# growth is logged at the planted line.
 #
 # Not part of .ci/run: the first build compiles about 830 packages in the
 # mode (minutes on 2 cores); later runs reuse the build cache. The module
@@ -47,6 +49,28 @@ func init() {
 	}
 }
 EOF
+# PLANT=1 plants a leak: a cache that keeps 64 KiB more every 200 ms (19 MiB
+# a minute) and never lets go, at one line the probe must name.
+if [ "${PLANT:-}" = 1 ]; then
+	cat >"$dir/app/plant.go" <<'EOF'
+package main
+
+import "time"
+
+var planted = map[int][]byte{}
+
+func init() {
+	go func() {
+		for i := 0; ; i++ {
+			time.Sleep(200 * time.Millisecond)
+			planted[i] = make([]byte, 64<<10) // the planted leak
+		}
+	}()
+}
+EOF
+else
+	rm -f "$dir/app/plant.go"
+fi
 cat >"$dir/app/go.mod" <<EOF
 module realserver
 
@@ -161,6 +185,10 @@ fi
 minutes=$(( ($(echo "$duration" | tr -dc 0-9) + 59) / 60 ))
 if grep -o 'detector=[a-z_]*' "$dir/caddy.err" | sort | uniq -c | awk -v m="$minutes" '$1 > m { bad = 1 } END { exit !bad }'; then
 	echo "FAIL: a detector changed state more than once a minute"
+	fail=1
+fi
+if [ "${PLANT:-}" = 1 ] && ! grep -q 'detector=live_heap_growth.*line=.*plant.go:11' "$dir/caddy.err"; then
+	echo "FAIL: the planted leak was not named live-heap growth at plant.go:11"
 	fail=1
 fi
 exit $fail
