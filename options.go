@@ -56,6 +56,7 @@ type config struct {
 	topK        int // also what Report shows; validated by promexporter.WithTopK
 	listenAddr  string
 	listenWide  bool // listenAddr came from WithUnauthenticatedListenAddr
+	ownMetrics  bool // WithOwnMetrics: Handler's /metrics shows the probe's series alone
 	fullStacks  bool
 	suspectAge  time.Duration
 	ageSet      bool // WithSuspectAge was given
@@ -184,6 +185,22 @@ func WithUnauthenticatedListenAddr(addr string) Option {
 			return fmt.Errorf("probe: WithUnauthenticatedListenAddr: %w", err)
 		}
 		c.listenAddr, c.listenWide = addr, true
+		return nil
+	}
+}
+
+// WithOwnMetrics makes /metrics, as WithListenAddr and Handler serve it,
+// show the probe's own series (gcprobe_*) alone. Without it /metrics
+// serves the whole registry the probe registered on, when that registerer
+// is also a prometheus.Gatherer: with the default,
+// prometheus.DefaultRegisterer, that is everything the program and its
+// libraries registered there too (go_*, process_*, their own), which suits
+// a program that has no metrics server of its own and wants one. The
+// probe's collector is registered on the WithRegisterer registerer either
+// way.
+func WithOwnMetrics() Option {
+	return func(c *config) error {
+		c.ownMetrics = true
 		return nil
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -179,6 +180,34 @@ func TestListenerServesOnlyItsPaths(t *testing.T) {
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestOwnMetrics: /metrics serves the whole registry the probe registered
+// on, the program's series with gcprobe's, unless WithOwnMetrics.
+func TestOwnMetrics(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		host := prometheus.NewCounter(prometheus.CounterOpts{Name: "host_requests_total", Help: "the program's own"})
+		reg.MustRegister(host)
+		opts := []probe.Option{probe.WithRegisterer(reg)}
+		if own {
+			opts = append(opts, probe.WithOwnMetrics())
+		}
+		p, err := probe.Start(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		p.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body := rec.Body.String()
+		if !strings.Contains(body, "gcprobe_finalizer_queue_length") {
+			t.Errorf("own=%v: /metrics lacks gcprobe's series:\n%.500s", own, body)
+		}
+		if got := strings.Contains(body, "host_requests_total"); got == own {
+			t.Errorf("own=%v: /metrics shows the program's host_requests_total: %v", own, got)
+		}
+		p.Stop()
+	}
 }
 
 type leaky struct {

@@ -177,9 +177,10 @@ func (p *Probe) checkBound(a net.Addr) error {
 // within ListenerReadHeaderTimeout, and refuses a request with a body
 // (413); the handler itself ignores a body. Mount the handler yourself to
 // serve both behind your own authentication (those connection limits are
-// then your server's to set). /metrics shows the probe's registerer if it
-// is also a prometheus.Gatherer (prometheus.DefaultRegisterer is), else the
-// probe's collector alone. Like ProfileHandler it serves before Start and while the
+// then your server's to set). /metrics shows the whole registry of the
+// probe's registerer if it is also a prometheus.Gatherer (the default,
+// prometheus.DefaultRegisterer, is: the program's own metrics appear there
+// too), else, or with WithOwnMetrics, the probe's collector alone. Like ProfileHandler it serves before Start and while the
 // probe runs; Stop waits for the requests in progress and answers 503 to
 // those still waiting for their turn, and to every request after it. The
 // handler of a nil or zero-value Probe answers 500 with an error naming
@@ -189,7 +190,7 @@ func (p *Probe) Handler() http.Handler {
 		return unmadeHandler(err)
 	}
 	g, ok := p.cfg.registerer.(prometheus.Gatherer)
-	if !ok {
+	if !ok || p.cfg.ownMetrics {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(p.collector)
 		g = reg
