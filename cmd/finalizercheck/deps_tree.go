@@ -297,16 +297,29 @@ func (t *depsTree) removeStale(mods []*moduleCopy) error {
 	return nil
 }
 
-// writeGoMod writes DIR/go.mod: the main module's go.mod with its
-// relative replacements made absolute (the file moves) and each
+// writeGoMod writes DIR/go.mod: the main module's go.mod with each
 // rewritten module replaced by its copy; and DIR/go.sum, the main
 // module's.
 func (t *depsTree) writeGoMod(mods []*moduleCopy) error {
-	orig, err := os.ReadFile(t.env.GOMOD)
+	copied := make(map[string]bool)
+	var edits []string
+	for _, m := range mods {
+		copied[m.mod.Path] = true
+		edits = append(edits, "-replace="+m.mod.Path+"="+m.dst)
+	}
+	return copyGoMod(t.env, t.cfg.dir, copied, edits, t.writeFile)
+}
+
+// copyGoMod writes dir/go.mod, the main module's go.mod with its relative
+// replacements made absolute (the file moves), the replacements of the
+// modules in drop dropped and the go mod edit flags edits applied; and
+// dir/go.sum, the main module's. write writes each file.
+func copyGoMod(env *goEnv, dir string, drop map[string]bool, edits []string, write func(name string, b []byte) error) error {
+	orig, err := os.ReadFile(env.GOMOD)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(t.cfg.dir, ".go.mod.new")
+	tmp := filepath.Join(dir, ".go.mod.new")
 	if err := os.WriteFile(tmp, orig, 0o644); err != nil {
 		return err
 	}
@@ -323,27 +336,21 @@ func (t *depsTree) writeGoMod(mods []*moduleCopy) error {
 	if err := json.Unmarshal(out, &gm); err != nil {
 		return fmt.Errorf("go mod edit -json: %v", err)
 	}
-	copied := make(map[string]bool)
-	for _, m := range mods {
-		copied[m.mod.Path] = true
-	}
 	args := []string{"mod", "edit"}
-	root := filepath.Dir(t.env.GOMOD)
+	root := filepath.Dir(env.GOMOD)
 	for _, r := range gm.Replace {
 		old := r.Old.Path
 		if r.Old.Version != "" {
 			old += "@" + r.Old.Version
 		}
 		switch {
-		case copied[r.Old.Path]:
+		case drop[r.Old.Path]:
 			args = append(args, "-dropreplace="+old)
 		case r.New.Version == "" && !filepath.IsAbs(r.New.Path):
 			args = append(args, "-replace="+old+"="+filepath.Join(root, r.New.Path))
 		}
 	}
-	for _, m := range mods {
-		args = append(args, "-replace="+m.mod.Path+"="+m.dst)
-	}
+	args = append(args, edits...)
 	if len(args) > 2 {
 		if _, err := goCmd(append(args, tmp)...); err != nil {
 			return err
@@ -353,14 +360,14 @@ func (t *depsTree) writeGoMod(mods []*moduleCopy) error {
 	if err != nil {
 		return err
 	}
-	if err := t.writeFile(filepath.Join(t.cfg.dir, "go.mod"), b); err != nil {
+	if err := write(filepath.Join(dir, "go.mod"), b); err != nil {
 		return err
 	}
-	sum, err := os.ReadFile(strings.TrimSuffix(t.env.GOMOD, ".mod") + ".sum")
+	sum, err := os.ReadFile(strings.TrimSuffix(env.GOMOD, ".mod") + ".sum")
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return t.writeFile(filepath.Join(t.cfg.dir, "go.sum"), sum)
+	return write(filepath.Join(dir, "go.sum"), sum)
 }
 
 // escapePath escapes a module path as the module cache does, so that
