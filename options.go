@@ -300,6 +300,10 @@ func WithLookThrough(names ...string) Option {
 // it detector events go to slog.Default() and internal errors are
 // discarded; pass slog.New(slog.DiscardHandler) to silence both. With
 // controller-runtime, pass its logger: slog.New(logr.ToSlogHandler(log)).
+// With zap, bridge it: slog.New(zapslog.NewHandler(logger.Core()))
+// (go.uber.org/zap/exp/zapslog). Both keep Warn as Warn. Without WithLogger
+// in a program that sends the log package into zap (zap.RedirectStdLog),
+// slog.Default()'s lines arrive at zap's Info with "WARN" in the message.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {

@@ -109,9 +109,11 @@ const modesUsage = `finalizercheck has three modes:
 	watch the calls in your dependencies (module cache included) through
 	a -modfile and -overlay it writes to DIR; prints the go flags to
 	build with (finalizercheck -deps -h for more)
-  finalizercheck -runtime DIR [-tags list] [-overlay file]
+  finalizercheck -runtime DIR [-start [-gcprobe DIR]] [-tags list] [-overlay file]
 	count every registration in the binary, the standard library's too,
-	through a patched runtime; prints the go flags (-runtime -h for more)
+	through a patched runtime; prints the go flags (-runtime -h for more);
+	with -start, also link and start the probe in the main module's main
+	packages when GCPROBE_LISTEN is set, with no change to their source
 
 Build tags: -deps and -runtime take -tags. In the first mode the -tags
 listed below is the analysis driver's and has no effect: pass tags as
