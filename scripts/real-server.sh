@@ -2,8 +2,9 @@
 #
 # real-server.sh [DURATION] runs a server gcprobe's authors did not write,
 # Caddy v2.11.9 from the module proxy, built unmodified in the runtime
-# build mode (a main package of three lines and a start file are all that
-# is added), serving 220 static files on loopback to 16 clients for
+# build mode with gcprobe linked and started by finalizercheck -start (a
+# main package of three lines, Caddy's documented way to build it, is all
+# there is; no file of it imports gcprobe), serving 220 static files on loopback to 16 clients for
 # DURATION (default 120s). It then prints the live page's top sites and
 # the probe's Warn lines, and fails if a site was logged growing (the
 # server has no leak) or if Caddy's file opens are counted at its one-line
@@ -26,7 +27,7 @@ mkdir -p "$dir/app" "$dir/load" "$dir/site"
 export GOWORK=off
 
 cat >"$dir/app/main.go" <<'EOF'
-// Caddy, unmodified, with gcprobe started from a start file.
+// Caddy, unmodified; finalizercheck -start links and starts gcprobe.
 package main
 
 import caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -34,21 +35,7 @@ import _ "github.com/caddyserver/caddy/v2/modules/standard"
 
 func main() { caddycmd.Main() }
 EOF
-cat >"$dir/app/gcprobe_start.go" <<'EOF'
-package main
-
-import (
-	"log"
-
-	"github.com/gcprobe/probe"
-)
-
-func init() {
-	if _, err := probe.Start(probe.WithListenAddr("127.0.0.1:6061")); err != nil {
-		log.Fatal(err)
-	}
-}
-EOF
+rm -f "$dir/app/gcprobe_start.go" # what the script wrote before -start
 # PLANT=1 plants a leak: a cache that keeps 64 KiB more every 200 ms (19 MiB
 # a minute) and never lets go, at one line the probe must name.
 if [ "${PLANT:-}" = 1 ]; then
@@ -77,8 +64,6 @@ module realserver
 go 1.26
 
 require github.com/caddyserver/caddy/v2 v2.11.9
-
-replace github.com/gcprobe/probe => $repo
 EOF
 cat >"$dir/load/main.go" <<'EOF'
 // 16 clients GET random files (a tenth of them missing) until the time is up.
@@ -126,14 +111,20 @@ for i in $(seq 1 200); do
 	[ -f "$dir/site/f$i.bin" ] || head -c $((i * 512)) /dev/urandom >"$dir/site/f$i.bin"
 done
 
-flags=$(cd "$repo/cmd/finalizercheck" && go run . -runtime "$dir/rt" | tail -n 1)
-(cd "$dir/app" && go get github.com/gcprobe/probe@v0.0.0 >/dev/null 2>&1; go mod tidy >/dev/null 2>&1)
-echo "building Caddy in the runtime build mode ($flags)"
-# shellcheck disable=SC2086 # flags holds two flags
+(cd "$dir/app" && go mod tidy >/dev/null 2>&1)
+(cd "$repo/cmd/finalizercheck" && go build -o "$dir/finalizercheck" .)
+sums=$(cd "$dir/app" && cat go.mod go.sum | sha256sum)
+flags=$(cd "$dir/app" && "$dir/finalizercheck" -runtime "$dir/rt" -start -gcprobe "$repo" | tail -n 1)
+echo "building Caddy in the runtime build mode, with -start ($flags)"
+# shellcheck disable=SC2086 # flags holds three flags
 (cd "$dir/app" && go build $flags -o "$dir/caddy" .)
+if [ "$(cd "$dir/app" && cat go.mod go.sum | sha256sum)" != "$sums" ]; then
+	echo "FAIL: -start changed the program's go.mod or go.sum"
+	exit 1
+fi
 (cd "$dir/load" && go build -o "$dir/loadgen" .)
 
-"$dir/caddy" file-server --root "$dir/site" --listen 127.0.0.1:8080 >"$dir/caddy.out" 2>"$dir/caddy.err" &
+GCPROBE_LISTEN=127.0.0.1:6061 GCPROBE_LOG_FORMAT=text "$dir/caddy" file-server --root "$dir/site" --listen 127.0.0.1:8080 >"$dir/caddy.out" 2>"$dir/caddy.err" &
 caddy=$!
 trap 'kill $caddy 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
@@ -166,8 +157,12 @@ for s in d["allocating_sites"]["allocating"][:6]:
     print("  %8.1f MiB/s %s %s" % (s["alloc_bytes_per_second"] / (1 << 20), s["site"], "(" + s["path"] + ")" if s.get("path") else ""))
 EOF
 echo "gcprobe Warn lines:"
-grep -o 'WARN gcprobe: [^"]*' "$dir/caddy.err" | cut -c1-160 | sort | uniq -c || true
+grep -o 'level=WARN msg="gcprobe: [^"]*' "$dir/caddy.err" | cut -c1-160 | sort | uniq -c || true
 fail=0
+if grep -q '"msg":"WARN gcprobe' "$dir/caddy.err"; then
+	echo "FAIL: a gcprobe Warn line went through Caddy's zap logger at another level"
+	fail=1
+fi
 if grep -q 'site growing' "$dir/caddy.err"; then
 	echo "FAIL: a site was logged growing on a server with no leak"
 	fail=1
