@@ -371,6 +371,10 @@ func TestStartThirdPartyProgram(t *testing.T) {
 	if ports := listeningPorts(t, cmd.Process.Pid); len(ports) != 1 || ports[0] != port2 {
 		t.Errorf("without GCPROBE_LISTEN the program listens on %v, want only its own port %s", ports, port2)
 	}
+	// The buffer is written by exec's copying goroutine until Wait
+	// returns: read it only after.
+	cmd.Process.Kill()
+	cmd.Wait()
 	if strings.Contains(stderr.String(), "gcprobe") {
 		t.Errorf("without GCPROBE_LISTEN gcprobe logged:\n%s", stderr.String())
 	}
