@@ -142,6 +142,7 @@ type siteState struct {
 	heavyWin int64 // and what it allocated; 0 if none did
 
 	winBytes, winObjs     int64 // this window, scaled
+	totBytes, totObjs     int64 // every window so far, scaled: what Mark copies
 	inuseBytes, inuseObjs int64 // now, scaled
 	prevInuse             int64
 	growth                int64
@@ -155,21 +156,22 @@ type Profiler struct {
 
 	// mu guards a read and everything it writes; the record slice and
 	// the tables are reused from one read to the next.
-	mu      sync.Mutex
-	records []runtime.MemProfileRecord
-	buckets map[uint64]*bucket
-	sites   []*siteState
-	byLabel map[string]int32
-	topA    []int32 // reused top lists, site indices
-	topG    []int32
-	snap    Snapshot
-	last    time.Time
-	read    func([]runtime.MemProfileRecord) (int, bool) // runtime.MemProfile, or a test's
-	rate    func() int                                   // runtime.MemProfileRate, or a test's
-	bound   int                                          // the bucket bound, raised on overflow
-	cycles  func() uint64                                // GC cycles completed; a test's in tests
-	cycle   uint64                                       // at the latest read
-	cycleS  []metrics.Sample
+	mu        sync.Mutex
+	records   []runtime.MemProfileRecord
+	buckets   map[uint64]*bucket
+	sites     []*siteState
+	byLabel   map[string]int32
+	topA      []int32 // reused top lists, site indices
+	topG      []int32
+	snap      Snapshot
+	last      time.Time
+	firstRead time.Time                                    // when the first read ran: the zero Mark's time
+	read      func([]runtime.MemProfileRecord) (int, bool) // runtime.MemProfile, or a test's
+	rate      func() int                                   // runtime.MemProfileRate, or a test's
+	bound     int                                          // the bucket bound, raised on overflow
+	cycles    func() uint64                                // GC cycles completed; a test's in tests
+	cycle     uint64                                       // at the latest read
+	cycleS    []metrics.Sample
 
 	// WithSignatures' state (signatures.go), under mu.
 	mainPath  string
@@ -297,6 +299,9 @@ func (p *Profiler) Sample() {
 		sn.Window = now.Sub(p.last)
 	}
 	p.last, sn.Time = now, now
+	if first {
+		p.firstRead = now
+	}
 
 	for _, s := range p.sites {
 		s.winBytes, s.winObjs, s.inuseBytes, s.inuseObjs = 0, 0, 0, 0
@@ -317,6 +322,8 @@ func (p *Profiler) Sample() {
 		inuse := int64(float64(r.InUseBytes()) * f)
 		s.winBytes += win
 		s.winObjs += winObjs
+		s.totBytes += win
+		s.totObjs += winObjs
 		if win > s.heavyWin {
 			s.heavy, s.heavyWin = int32(i), win
 		}
@@ -472,6 +479,90 @@ func (p *Profiler) Snapshot() Snapshot {
 	sn.Allocating = append([]Site(nil), p.snap.Allocating...)
 	sn.Growing = append([]Site(nil), p.snap.Growing...)
 	sn.Signatures = append([]SignatureStat(nil), p.snap.Signatures...)
+	return sn
+}
+
+// Mark is the profiler's allocation totals at one read, per site: the
+// start of a window of the caller's choosing, which Since ends. The zero
+// Mark is the profiler's first read.
+type Mark struct {
+	time  time.Time
+	reads uint64
+	tot   []markTotal // by site index; sites made later are missing
+}
+
+type markTotal struct{ bytes, objs int64 }
+
+// Time returns the time of the read the mark was taken at; zero before
+// the first read.
+func (m Mark) Time() time.Time { return m.time }
+
+// Mark returns the totals of the latest read, for Since: the start of a
+// window that is the caller's rather than the profiler's own (a profile
+// over the N seconds a client asks for). It copies two numbers per site,
+// and nothing else; taking no mark costs nothing.
+func (p *Profiler) Mark() Mark {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := Mark{time: p.snap.Time, reads: p.snap.Reads, tot: make([]markTotal, len(p.sites))}
+	for i, s := range p.sites {
+		m.tot[i] = markTotal{s.totBytes, s.totObjs}
+	}
+	return m
+}
+
+// Since returns the latest read's picture with its allocation figures
+// taken over the window from m to the latest read rather than over the
+// profiler's own latest window: Window is the time between the two
+// reads, Allocating the sites that allocated most since m (at most
+// WithTopK, most first), each Site's AllocBytes and AllocObjects what it
+// allocated since m (AllocBytesPerSecond over that window). The in-use
+// figures, the growth and Growing are the latest read's, as in Snapshot:
+// they are states, not counts. A site first seen after m counts from zero
+// (the first read that sees its stack counts all of the stack's history,
+// as Snapshot does). With no read since m, or none at all, the lists have
+// no allocation: Window is 0. Signatures are those of Snapshot.
+func (p *Profiler) Since(m Mark) Snapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sn := p.snap
+	sn.Growing = append([]Site(nil), p.snap.Growing...)
+	sn.Signatures = append([]SignatureStat(nil), p.snap.Signatures...)
+	sn.Allocating = nil
+	sn.Window = 0
+	if sn.Status != StatusOK || sn.Reads == 0 || sn.Reads == m.reads {
+		return sn
+	}
+	if m.reads > 0 {
+		sn.Window = sn.Time.Sub(m.time)
+	} else {
+		sn.Window = sn.Time.Sub(p.firstRead)
+	}
+	since := func(i int32) markTotal {
+		s := p.sites[i]
+		t := markTotal{s.totBytes, s.totObjs}
+		if int(i) < len(m.tot) {
+			t.bytes -= m.tot[i].bytes
+			t.objs -= m.tot[i].objs
+		}
+		return t
+	}
+	var top []int32
+	for i := range p.sites {
+		if since(int32(i)).bytes > 0 {
+			top = insertTop(top, int32(i), p.cfg.topK, func(a, b int32) bool { return since(a).bytes > since(b).bytes })
+		}
+	}
+	sec := sn.Window.Seconds()
+	sn.Allocating = p.render(nil, top)
+	for k, i := range top {
+		t := since(i)
+		st := &sn.Allocating[k]
+		st.AllocBytes, st.AllocObjects, st.AllocBytesPerSecond = t.bytes, t.objs, 0
+		if sec > 0 {
+			st.AllocBytesPerSecond = float64(t.bytes) / sec
+		}
+	}
 	return sn
 }
 

@@ -277,3 +277,48 @@ func TestStartStop(t *testing.T) {
 		t.Fatalf("Start after Stop: %v", err)
 	}
 }
+
+func TestSinceMark(t *testing.T) {
+	line := testkit.MarkerLine(t, "profiler_test.go", "churn")
+	p, c := newProfiler(t)
+	publish()
+	p.Sample()
+	churn(64 << 20) // before the mark: not Since's
+	publish()
+	c.t = c.t.Add(time.Second)
+	p.Sample()
+	m := p.Mark()
+	if !m.Time().Equal(c.t) {
+		t.Fatalf("mark at %v, want the latest read's time %v", m.Time(), c.t)
+	}
+	if sn := p.Since(m); sn.Window != 0 || len(sn.Allocating) != 0 {
+		t.Fatalf("no read since the mark, yet window %v, %d sites", sn.Window, len(sn.Allocating))
+	}
+	for range 3 { // three windows after the mark, 16 MiB each
+		churn(16 << 20)
+		publish()
+		c.t = c.t.Add(time.Second)
+		p.Sample()
+	}
+	sn := p.Since(m)
+	if sn.Window != 3*time.Second {
+		t.Fatalf("window %v, want 3s", sn.Window)
+	}
+	var got *Site
+	for i := range sn.Allocating {
+		if isLine(sn.Allocating[i], "profiler_test.go", line) {
+			got = &sn.Allocating[i]
+		}
+	}
+	if got == nil {
+		t.Fatalf("the churn line is missing since the mark: %+v", sn.Allocating)
+	}
+	// Estimates: the 48 MiB made since the mark, give or take sampling,
+	// and far from the 112 MiB made since the first read.
+	if got.AllocBytes < 40<<20 || got.AllocBytes > 56<<20 {
+		t.Fatalf("allocated since the mark %d bytes, want about %d", got.AllocBytes, 48<<20)
+	}
+	if last := p.Snapshot(); len(last.Allocating) == 0 || last.Allocating[0].AllocBytes > 24<<20 {
+		t.Fatalf("Since changed the latest window's figures: %+v", last.Allocating)
+	}
+}
