@@ -126,11 +126,39 @@ func WriteAllocs(w io.Writer, sn heapprofile.Snapshot) error {
 // at /debug/pprof/gcprobe-allocs. It answers GET and HEAD (405 otherwise)
 // and builds at most MaxConcurrentBuilds profiles at once (503 beyond).
 // The profile holds at most the profiler's top K sites of each list, so a
-// build is small.
+// build is small. It refuses ?seconds (400): a delta needs the profiler
+// itself, which AllocsProfilerHandler takes.
 func AllocsHandler(snap func() heapprofile.Snapshot) http.Handler {
+	return allocsHandler(snap)
+}
+
+func allocsHandler(snap func() heapprofile.Snapshot) *handler {
 	return &handler{
 		build:    func(w io.Writer) error { return WriteAllocs(w, snap()) },
 		sem:      make(chan struct{}, MaxConcurrentBuilds),
 		filename: "gcprobe-allocs.pb.gz",
 	}
+}
+
+// AllocsProfilerHandler is AllocsHandler of p.Snapshot that also answers
+// ?seconds=N, as continuous profilers ask for a delta, with the profile
+// over the next N seconds: it marks the profiler's totals
+// (heapprofile.Profiler.Mark), waits N seconds, and serves
+// AllocsProfile(p.Since(mark)). alloc_space and alloc_objects are then
+// what each site allocated over that time, the top sites by it; the
+// in-use and growth figures, gauges, are those of the end. The profile's
+// TimeNanos is the request's start and DurationNanos N seconds. The
+// runtime publishes its heap profile at the end of each GC cycle and the
+// profiler reads it every heapprofile.WithInterval, so the figures are
+// those of the reads made in the N seconds (each covering the time since
+// the read before it): ask for N of a few intervals. See Handler for the
+// limits on N, on concurrent deltas, and for cancellation.
+func AllocsProfilerHandler(p *heapprofile.Profiler) http.Handler {
+	h := allocsHandler(p.Snapshot)
+	h.delta = func(bool) (func() (*profile.Profile, error), error) {
+		m := p.Mark()
+		return func() (*profile.Profile, error) { return AllocsProfile(p.Since(m)), nil }, nil
+	}
+	h.deltas = make(chan struct{}, MaxConcurrentDeltas)
+	return h
 }

@@ -76,6 +76,23 @@
 //	go tool pprof -traces ...                                                # from each line down to the allocation
 //	go tool pprof -top -sample_index=growth_space ...                        # what keeps growing
 //
+// # Delta profiles
+//
+// Both handlers answer ?seconds=N (DeltaParam) as net/http/pprof answers
+// it for allocs and heap, and as continuous profilers ask for a custom
+// path with delta on (Grafana Alloy's pyroscope.scrape, Parca): the
+// profile over the next N seconds, each counter (registered, executed,
+// dropped; alloc_space, alloc_objects) what it counted in that time,
+// each gauge (outstanding, suspect, growth, leaked; inuse_space,
+// growth_space) its value at the end, DurationNanos N seconds.
+// AllocsProfilerHandler takes the heap profiler itself for that. N is at
+// most MaxDeltaSeconds and below the serving http.Server's WriteTimeout;
+// at most MaxConcurrentDeltas wait at once; a delta ends when its
+// request's context does. FinalizersPath and AllocsPath are where the
+// probe serves the two:
+//
+//	go tool pprof 'http://127.0.0.1:6061/debug/pprof/finalizers?seconds=30'
+//
 // All exported functions are safe for concurrent use. Handler builds at
 // most MaxConcurrentBuilds profiles at once.
 package pprofexporter

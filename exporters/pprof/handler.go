@@ -30,6 +30,25 @@ const RetryAfterSeconds = 1
 // builds nothing), 405 Method Not Allowed to anything else, and 503 when
 // MaxConcurrentBuilds profiles are being built already. A nil ledger means
 // finalizerwatch.Default. The handler is safe for concurrent use.
+//
+// With ?seconds=N (DeltaParam) it serves a delta profile, as continuous
+// profilers (Grafana Alloy's pyroscope.scrape, Parca) ask for a custom
+// path with delta on: it takes the profile, waits N seconds, takes it
+// again, and answers the later one with each counter (registered,
+// executed, dropped: counts since the start) less its earlier value at
+// the same stack and labels, and each gauge (outstanding, suspect,
+// growth, leaked: states) as it is at the end; samples whose values are
+// all zero are left out. TimeNanos is the request's start, DurationNanos
+// N seconds. It combines with ?sampled=1 and with ?debug=1. N must be an
+// integer from 1 to MaxDeltaSeconds, and below the WriteTimeout of the
+// http.Server that serves the request if it has one: else 400, naming
+// the parameter and the limit. At most MaxConcurrentDeltas deltas wait at
+// once (429 with Retry-After beyond); the two builds of a delta take
+// build slots like any profile, waiting for one if need be. The wait ends
+// when the request's context does (the client went away, or the server
+// cancelled it, as the probe's own listener does when the probe stops:
+// 503), and the handler returns at once. Without ?seconds none of this
+// runs.
 func Handler(ledger *finalizerwatch.Watcher) http.Handler {
 	if ledger == nil {
 		ledger = finalizerwatch.Default
@@ -38,6 +57,8 @@ func Handler(ledger *finalizerwatch.Watcher) http.Handler {
 		build:        func(w io.Writer) error { return Write(w, ledger) },
 		buildSampled: func(w io.Writer) error { return WriteSampled(w, ledger) },
 		sem:          make(chan struct{}, MaxConcurrentBuilds),
+		delta:        ledgerDelta(ledger),
+		deltas:       make(chan struct{}, MaxConcurrentDeltas),
 	}
 }
 
@@ -46,6 +67,9 @@ type handler struct {
 	buildSampled func(io.Writer) error // WriteSampled of the ledger; nil for none
 	sem          chan struct{}         // one token per build in progress
 	filename     string                // the download's name; "" for finalizers.pb.gz
+	delta        delta                 // how to take ?seconds; nil for not at all
+	deltas       chan struct{}         // one token per delta waiting (delta.go)
+	waiting      func()                // a test's hook: a delta took its earlier profile
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +78,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
+	q := r.URL.Query()
+	debug, _ := strconv.Atoi(q.Get("debug"))
 	if r.Method == http.MethodHead {
 		if debug != 0 {
 			setTextHeaders(w.Header())
@@ -62,6 +87,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.setDownloadHeaders(w.Header())
 		}
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if q.Has(DeltaParam) {
+		h.serveDelta(w, r, q.Get(DeltaParam), debug) // delta.go
 		return
 	}
 	select {
@@ -76,7 +105,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// with a status code rather than as a truncated download.
 	var buf bytes.Buffer
 	build := h.build
-	if r.URL.Query().Get("sampled") == "1" && h.buildSampled != nil {
+	if q.Get("sampled") == "1" && h.buildSampled != nil {
 		build = h.buildSampled
 	}
 	if err := build(&buf); err != nil {
