@@ -103,14 +103,6 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, raw string,
 	}
 	ctx := r.Context()
 	d := time.Duration(n) * time.Second
-	// A server with a ReadTimeout shorter than the wait would end the
-	// request's context while it waits (net/http's background read of
-	// the connection times out): move the deadline past the wait. The
-	// request has been read whole (no body is expected), so this delays
-	// nothing but the detection of a silent client, by the wait.
-	if srv, ok := ctx.Value(http.ServerContextKey).(*http.Server); ok && srv.ReadTimeout > 0 {
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d + srv.ReadTimeout))
-	}
 	sampled := r.URL.Query().Get("sampled") == "1"
 	start := time.Now()
 	var end func() (*profile.Profile, error)

@@ -91,7 +91,7 @@
 // request's context does. FinalizersPath and AllocsPath are where the
 // probe serves the two:
 //
-//	go tool pprof 'http://127.0.0.1:6061/debug/pprof/finalizers?seconds=30'
+//	go tool pprof 'http://127.0.0.1:6061/debug/pprof/finalizers?seconds=10'
 //
 // All exported functions are safe for concurrent use. Handler builds at
 // most MaxConcurrentBuilds profiles at once.
