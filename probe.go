@@ -267,13 +267,16 @@ func (p *Probe) stop() error {
 // and while the probe runs, building at most
 // pprofexporter.MaxConcurrentBuilds profiles at once (503 beyond). Stop
 // waits for the builds in progress; from then on the handler answers 503
-// Service Unavailable: a stopped probe runs no code. The handler of a nil
-// or zero-value Probe answers 500 with an error naming the problem.
+// Service Unavailable: a stopped probe runs no code. With ?seconds=N it
+// serves the delta over the next N seconds (see pprofexporter.Handler); a
+// delta waiting when Stop is called ends at once (503), so that Stop does
+// not wait for it. The handler of a nil or zero-value Probe answers 500
+// with an error naming the problem.
 func (p *Probe) ProfileHandler() http.Handler {
 	if err := p.made("ProfileHandler"); err != nil {
 		return unmadeHandler(err)
 	}
-	return p.guard(p.profile)
+	return p.guard(p.untilStop(p.profile))
 }
 
 // Collector returns the probe's Prometheus collector, for callers that

@@ -65,20 +65,23 @@ func (p *Probe) HeapProfile() *heapprofile.Profiler { return p.heap }
 
 // AllocsProfilePath is where WithListenAddr serves the delta allocation
 // profile (AllocsProfileHandler).
-const AllocsProfilePath = "/debug/pprof/gcprobe-allocs"
+const AllocsProfilePath = pprofexporter.AllocsPath
 
 // AllocsProfileHandler serves the heap profiler's top allocating and
 // growing sites over its latest window as a pprof profile
 // (pprofexporter.AllocsProfile: alloc_space by default, a delta rather than
 // the runtime's since-start totals), for go tool pprof; mount it at
-// AllocsProfilePath. Like ProfileHandler it serves before Start and while
-// the probe runs, and answers 503 once it is stopped; the handler of a nil
-// or zero-value Probe answers 500.
+// AllocsProfilePath. With ?seconds=N it serves the allocations of the
+// next N seconds instead (pprofexporter.AllocsProfilerHandler), as
+// continuous profilers ask for a delta. Like ProfileHandler it serves
+// before Start and while the probe runs, and answers 503 once it is
+// stopped (a delta waiting when Stop is called ends at once, 503); the
+// handler of a nil or zero-value Probe answers 500.
 func (p *Probe) AllocsProfileHandler() http.Handler {
 	if err := p.made("AllocsProfileHandler"); err != nil {
 		return unmadeHandler(err)
 	}
-	return p.guard(pprofexporter.AllocsHandler(p.heap.Snapshot))
+	return p.guard(p.untilStop(pprofexporter.AllocsProfilerHandler(p.heap)))
 }
 
 // maxBlamed is how many sites a cause names, the first to look at.

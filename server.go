@@ -28,7 +28,7 @@ const (
 	// MetricsPath and ProfilePath are what WithListenAddr serves, besides
 	// the live page (PagePath).
 	MetricsPath = "/metrics"
-	ProfilePath = "/debug/pprof/finalizers"
+	ProfilePath = pprofexporter.FinalizersPath
 
 	// MaxListenerConns is the most connections the listener of
 	// WithListenAddr keeps open at once. When all are open, a new
@@ -170,7 +170,10 @@ func (p *Probe) checkBound(a net.Addr) error {
 // /debug/pprof/finalizers and the live page at /debug/gcprobe/ (PageHandler;
 // /debug/gcprobe redirects to it), GET and HEAD only (405 otherwise), 404 for any
 // other path. At most 8 scrapes and 4 profile builds run at once; the
-// others wait up to 10 s for their turn, then get 503. The listener of
+// others wait up to 10 s for their turn, then get 503. A delta profile
+// (?seconds=N, N below the listener's 30 s write timeout: see
+// pprofexporter.Handler) waits its N seconds outside that queue, at most
+// pprofexporter.MaxConcurrentDeltas of them per profile (429 beyond). The listener of
 // WithListenAddr holds at most MaxListenerConns connections open (a new
 // one takes the place of one without a request in progress), closes those
 // idle for ListenerIdleTimeout and those that send no request header
@@ -200,8 +203,8 @@ func (p *Probe) Handler() http.Handler {
 		ErrorHandling: promhttp.ContinueOnError,
 		Timeout:       writeTimeout / 2,
 	}))
-	profile := queue(pprofexporter.MaxConcurrentBuilds, done, p.profile)
-	allocs := queue(pprofexporter.MaxConcurrentBuilds, done, pprofexporter.AllocsHandler(p.heap.Snapshot))
+	profile := p.profileRoute(p.profile)
+	allocs := p.profileRoute(pprofexporter.AllocsProfilerHandler(p.heap))
 	page := p.pageHandler()
 	return p.guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var h http.Handler
@@ -253,6 +256,58 @@ func queue(n int, stop <-chan struct{}, h http.Handler) http.Handler {
 		}
 		defer func() { <-slots }()
 		h.ServeHTTP(w, r)
+	})
+}
+
+// profileRoute serves a profile handler h: a delta (?seconds=N) through
+// untilStop, the others through queue. A delta waits its N seconds
+// outside queue's places, which are for builds: four scrapers' deltas
+// would otherwise hold every place for N seconds, and the cumulative
+// profile would wait behind them. h bounds the deltas waiting at once
+// itself (pprofexporter.MaxConcurrentDeltas) and their builds with the
+// others (pprofexporter.MaxConcurrentBuilds).
+func (p *Probe) profileRoute(h http.Handler) http.Handler {
+	queued := queue(pprofexporter.MaxConcurrentBuilds, p.life.Done(), h)
+	direct := p.untilStop(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isDelta(r) {
+			direct.ServeHTTP(w, r)
+			return
+		}
+		queued.ServeHTTP(w, r)
+	})
+}
+
+// isDelta reports whether r asks for a delta profile (?seconds).
+func isDelta(r *http.Request) bool {
+	return r.URL.RawQuery != "" && r.URL.Query().Has(pprofexporter.DeltaParam)
+}
+
+// errStopping is the cause of a delta request's cancellation by Stop.
+var errStopping = errors.New("gcprobe: the probe is stopping")
+
+// untilStop serves h with a delta request's context cancelled, with
+// errStopping, when the probe stops: Stop waits for the requests in
+// progress, and must not wait for a delta's N seconds. Other requests
+// pass straight through.
+func (p *Probe) untilStop(h http.Handler) http.Handler {
+	done := p.life.Done()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isDelta(r) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		// Ends when the request does (cancel above) or the probe stops.
+		go func() {
+			select {
+			case <-done:
+				cancel(errStopping)
+			case <-ctx.Done():
+			}
+		}()
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
