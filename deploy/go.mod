@@ -6,7 +6,7 @@ require (
 	github.com/gcprobe/probe v0.0.0-00010101000000-000000000000
 	github.com/gcprobe/probe/k8sfinalizers v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4 // indirect
-	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b // indirect
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	go.opentelemetry.io/otel v1.47.0 // indirect
