@@ -389,6 +389,8 @@ func startDeployedOperator(t *testing.T, tweak func(*Options)) *deployedOperator
 	opts.HealthAddr = "0"
 	opts.LeaderElectionNamespace = dep.Namespace
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	// TestE2E and TestView each run the operator, in one test binary.
+	opts.skipNameValidation = true
 	if tweak != nil {
 		tweak(&opts)
 	}
@@ -416,6 +418,12 @@ func startDeployedOperator(t *testing.T, tweak func(*Options)) *deployedOperator
 		code, _, err := anon.get("/metrics")
 		if err == nil {
 			break
+		}
+		select {
+		case runErr := <-done:
+			done <- runErr // for stop
+			t.Fatalf("the operator stopped before its metrics server answered: %v", runErr)
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after 60 s waiting for the metrics server; last seen: %d %v", code, err)
