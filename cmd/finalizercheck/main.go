@@ -36,11 +36,16 @@ func main() {
 	singlechecker.Main(analyzer.Analyzer)
 }
 
-// modeMain runs the -runtime or the -deps mode when args (the command line
-// without the program name) ask for one, and returns its exit status and
-// true; otherwise it returns false and the checker runs.
+// modeMain runs the -runtime or the -deps mode, or the view command, when
+// args (the command line without the program name) ask for one, and
+// returns its exit status and true; otherwise it returns false and the
+// checker runs.
 func modeMain(args []string, stdout, stderr io.Writer) (int, bool) {
 	switch {
+	case len(args) > 0 && args[0] == viewCommand:
+		// A word, not a flag: view serves, it does not build. (A package
+		// named view in the current directory is ./view to the checker.)
+		return runView(args[1:], stdout, stderr), true
 	case slices.ContainsFunc(args, isRuntimeFlag):
 		return runtimeMain(args, stdout, stderr), true
 	case slices.ContainsFunc(args, isDepsFlag):
@@ -98,7 +103,7 @@ func modeDir(args []string, is func(string) bool) string {
 }
 
 // modesUsage heads -h: the three modes, and how build tags reach each.
-const modesUsage = `finalizercheck has three modes:
+const modesUsage = `finalizercheck has three modes, and a command:
 
   finalizercheck [-fix [-diff]] packages
 	report (and, with -fix, rewrite) the runtime.SetFinalizer and
@@ -114,6 +119,11 @@ const modesUsage = `finalizercheck has three modes:
 	through a patched runtime; prints the go flags (-runtime -h for more);
 	with -start, also link and start the probe in the main module's main
 	packages when GCPROBE_LISTEN is set, with no change to their source
+  finalizercheck view [-token-file FILE | -kubeconfig FILE | ...] [-ca-file FILE | -insecure-skip-verify] URL
+	open the live page of a program behind an authenticating metrics
+	server (controller-runtime's secure one) in a browser: a proxy on
+	loopback adds your bearer token to every request it forwards to URL,
+	and prints the page's local address (finalizercheck view -h for more)
 
 Build tags: -deps and -runtime take -tags. In the first mode the -tags
 listed below is the analysis driver's and has no effect: pass tags as

@@ -199,6 +199,7 @@ func TestModeHelp(t *testing.T) {
 		{"-deps=-h", []string{"-deps=-h", "./..."}, 0, "usage: finalizercheck -deps DIR"},
 		{"--deps -h after flags", []string{"-tags", "x", "--deps", "-h"}, 0, "usage: finalizercheck -deps DIR"},
 		{"-deps -tags", []string{"-deps", "-tags", "x", "./..."}, 1, "-deps takes a directory, not the flag -tags"},
+		{"view -h", []string{"view", "-h"}, 0, "usage: finalizercheck view"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var ran bool

@@ -133,64 +133,22 @@ func TestE2E(t *testing.T) {
 		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
 		goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
 
-	ctrlLogs := &testkit.SyncBuffer{}
-	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(ctrlLogs, nil)))
-	env := &envtest.Environment{}
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatalf("starting envtest: %v", err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Errorf("stopping envtest: %v", err)
-		}
-	}()
-	c, err := client.New(cfg, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := env.ControlPlane.KubeCtl()
-
-	// The README's deployment step.
-	kubectlRun(t, admin, "apply", "-k", "config/default")
-	dep := &appsv1.Deployment{}
-	if err := c.Get(context.Background(), types.NamespacedName{Namespace: deployNamespace, Name: deployName}, dep); err != nil {
-		t.Fatalf("the Deployment of config/default: %v", err)
-	}
-	opts := checkManifests(t, c, admin, dep)
-
-	// The operator, in-process, as the Deployment would run it: its args,
-	// its ServiceAccount's identity. What differs: loopback addresses and
-	// no health server, the Lease's namespace (a pod finds its own), a
-	// short --stuck-after so that the test need not wait five minutes, and
-	// an in-memory span recorder.
-	opCfg := rest.AnonymousClientConfig(cfg)
-	opCfg.BearerToken = kubectlRun(t, admin, "create", "token", dep.Spec.Template.Spec.ServiceAccountName, "-n", dep.Namespace)
+	// The operator, in-process, as the Deployment would run it, but for a
+	// short --stuck-after, so that the test need not wait five minutes,
+	// and an in-memory span recorder.
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	logs := &testkit.SyncBuffer{}
-	addr := freeAddr(t)
-	opts.MetricsAddr = addr
-	opts.HealthAddr = "0"
-	opts.LeaderElectionNamespace = dep.Namespace
-	opts.StuckAfter = 2 * time.Second
-	opts.TracerProvider = tp
-	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, opCfg, opts) }()
+	op := startDeployedOperator(t, func(opts *Options) {
+		opts.StuckAfter = 2 * time.Second
+		opts.TracerProvider = tp
+	})
 	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("operator: %v", err)
-		}
+		op.stop()
 		if err := tp.Shutdown(context.Background()); err != nil {
 			t.Errorf("tracer provider: %v", err)
 		}
-		if t.Failed() {
-			t.Logf("operator log:\n%s\ncontroller-runtime log:\n%s", logs, ctrlLogs)
-		}
 	}()
+	ctx, c, admin, addr, logs := op.ctx, op.c, op.admin, op.addr, op.logs
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "operator-e2e-"}}
 	if err := c.Create(ctx, ns); err != nil {
@@ -207,11 +165,7 @@ func TestE2E(t *testing.T) {
 	kubectlRun(t, admin, "create", "serviceaccount", "nobody", "-n", ns.Name)
 	denied := scraper{base: anon.base, token: kubectlRun(t, admin, "create", "token", "nobody", "-n", ns.Name), c: httpc}
 
-	// (c) The metrics server is up, and refuses whoever is not allowed.
-	eventually(t, 60*time.Second, "the metrics server", func() (bool, string) {
-		code, _, err := anon.get("/metrics")
-		return err == nil, fmt.Sprint(code, err)
-	})
+	// (c) The metrics server refuses whoever is not allowed.
 	for _, path := range []string{"/metrics", ProfilePath, PagePath, PagePath + "data.json"} {
 		for _, tt := range []struct {
 			who  string
@@ -348,6 +302,136 @@ func TestE2E(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(fail), got); err != nil || got.DeletionTimestamp == nil {
 		t.Errorf("the failing ConfigMap is not Terminating: %v", err)
 	}
+}
+
+// deployedOperator is the operator of config/default running in-process
+// against envtest: what TestE2E and TestView start.
+type deployedOperator struct {
+	ctx   context.Context // ends when the operator is stopped
+	cfg   *rest.Config    // the control plane's admin
+	c     client.Client   // as the admin
+	admin kubectl         // kubectl as the admin
+	addr  string          // the secure metrics server, on loopback
+	logs  *testkit.SyncBuffer
+	// stop stops the operator and envtest, and logs what they logged if
+	// the test failed.
+	stop func()
+}
+
+// startDeployedOperator deploys the operator as the README does, against a
+// real kube-apiserver and etcd (envtest): `kubectl apply -k config/default`
+// creates the namespace, the ServiceAccounts, the RBAC, the Deployment and
+// the metrics Service, whose manifests checkManifests checks. envtest runs
+// no kubelet, so the Deployment's pod never starts; the operator runs
+// in-process instead, with the Deployment's args and with a token of the
+// Deployment's ServiceAccount, so that every API call it makes
+// (informers, finalizer patches, leader election, the metrics server's
+// TokenReviews and SubjectAccessReviews) is authorized by config/rbac
+// alone. What differs from the pod: loopback addresses and no health
+// server, the Lease's namespace (a pod finds its own), a JSON logger into
+// logs, and what tweak changes. It returns once the metrics server
+// answers. The caller defers stop, after its goleak check.
+func startDeployedOperator(t *testing.T, tweak func(*Options)) *deployedOperator {
+	t.Helper()
+	ctrlLogs := &testkit.SyncBuffer{}
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(ctrlLogs, nil)))
+	env := &envtest.Environment{}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("starting envtest: %v", err)
+	}
+	stopEnv := func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping envtest: %v", err)
+		}
+	}
+	// Whatever fails below (t.Fatal, here or in checkManifests) stops what
+	// was started.
+	var op *deployedOperator
+	ready := false
+	defer func() {
+		switch {
+		case ready:
+		case op != nil:
+			op.stop()
+		default:
+			stopEnv()
+		}
+	}()
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := env.ControlPlane.KubeCtl()
+
+	// The README's deployment step.
+	if _, stderr, err := admin.Run("apply", "-k", "config/default"); err != nil {
+		errText, _ := io.ReadAll(stderr)
+		t.Fatalf("kubectl apply -k config/default: %v\n%s", err, errText)
+	}
+	dep := &appsv1.Deployment{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: deployNamespace, Name: deployName}, dep); err != nil {
+		t.Fatalf("the Deployment of config/default: %v", err)
+	}
+	opts := checkManifests(t, c, admin, dep)
+
+	opCfg := rest.AnonymousClientConfig(cfg)
+	stdout, stderr, err := admin.Run("create", "token", dep.Spec.Template.Spec.ServiceAccountName, "-n", dep.Namespace)
+	if err != nil {
+		errText, _ := io.ReadAll(stderr)
+		t.Fatalf("kubectl create token: %v\n%s", err, errText)
+	}
+	token, _ := io.ReadAll(stdout)
+	opCfg.BearerToken = strings.TrimSpace(string(token))
+	logs := &testkit.SyncBuffer{}
+	addr := freeAddr(t)
+	opts.MetricsAddr = addr
+	opts.HealthAddr = "0"
+	opts.LeaderElectionNamespace = dep.Namespace
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	// TestE2E and TestView each run the operator, in one test binary.
+	opts.skipNameValidation = true
+	if tweak != nil {
+		tweak(&opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, opCfg, opts) }()
+	op = &deployedOperator{ctx: ctx, cfg: cfg, c: c, admin: admin, addr: addr, logs: logs}
+	op.stop = func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("operator: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("operator log:\n%s\ncontroller-runtime log:\n%s", logs, ctrlLogs)
+		}
+		stopEnv()
+	}
+
+	// The metrics server is up once it answers, whatever it answers.
+	transport := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // loopback, self-signed
+	defer transport.CloseIdleConnections()
+	anon := scraper{base: "https://" + addr, c: &http.Client{Transport: transport, Timeout: 10 * time.Second}}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, _, err := anon.get("/metrics")
+		if err == nil {
+			break
+		}
+		select {
+		case runErr := <-done:
+			done <- runErr // for stop
+			t.Fatalf("the operator stopped before its metrics server answered: %v", runErr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 60 s waiting for the metrics server; last seen: %d %v", code, err)
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
+	}
+	ready = true
+	return op
 }
 
 // kubectl is envtest's kubectl runner (its type is internal to envtest):

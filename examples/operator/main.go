@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -62,6 +63,11 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Logger is the operator's logger (nil: discard).
 	Logger *slog.Logger
+
+	// skipNameValidation lets tests run the operator more than once in
+	// one process: controller-runtime refuses a second controller of one
+	// name in a process.
+	skipNameValidation bool
 }
 
 // bindFlags defines the operator's command-line flags on fs, storing into
@@ -146,6 +152,7 @@ func run(ctx context.Context, cfg *rest.Config, opts Options) (err error) {
 		// Hand the Lease over at once on a clean stop (a rollout)
 		// rather than after its duration.
 		LeaderElectionReleaseOnCancel: true,
+		Controller:                    config.Controller{SkipNameValidation: &opts.skipNameValidation},
 		Cache: cache.Options{
 			// The informers keep metadata only (see below); without
 			// managedFields that is about half as much again.
