@@ -5,10 +5,13 @@
 //
 // The check is its test, TestVersionMoves, which scripts/version-moves.sh
 // runs (it skips unless GCPROBE_VERSION_MOVES=1). A host (a released
-// module and one of its packages, Caddy's by default) is required by a
-// scratch module; its `go list -m all` is recorded; then, in two fresh
-// copies, gcprobe's root package is imported, and cmd/finalizercheck is
-// added as a tool, both resolved from this checkout, and `go mod tidy`
-// runs. A module whose version rises fails the test; a module added is
-// listed and counted.
+// module and one of its packages, Caddy's by default) is the main module,
+// a copy of its module tree; its `go list -m all` is recorded after `go mod
+// tidy`; then, in two copies, gcprobe's root package is imported from the
+// host's package, and cmd/finalizercheck is added as a tool, both resolved
+// from this checkout, and `go mod tidy` runs again. A module whose version
+// rises fails the test, unless only modules the host already selected at
+// that version require it (their requirements enter the build list once
+// gcprobe imports one of their packages), which is reported; a module
+// added is listed and counted.
 package versionmoves

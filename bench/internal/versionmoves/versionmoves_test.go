@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/mod/modfile"
 	"golang.org/x/mod/semver"
 )
 
@@ -92,8 +92,8 @@ func TestVersionMoves(t *testing.T) {
 		return out
 	}
 
-	// The host's go directive, from its go.mod: the scratch module must not
-	// raise it (nor lower it below what the host needs).
+	// The host is the main module, as in its own repository: a copy of
+	// its module tree, with its go.mod and go.sum as released.
 	start := time.Now()
 	dl := exec.Command(gocmd, "mod", "download", "-json", host)
 	dl.Dir = base
@@ -106,31 +106,60 @@ func TestVersionMoves(t *testing.T) {
 		}
 		t.Fatalf("go mod download %s: %v\n%s", host, err, out)
 	}
-	var info struct{ GoMod, Error string }
-	if err := json.Unmarshal(out, &info); err != nil || info.GoMod == "" {
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil || info.Dir == "" {
 		t.Fatalf("go mod download %s: %v %s\n%s", host, err, info.Error, out)
 	}
-	hostMod := readModFile(t, info.GoMod)
-	goLine := "1.21"
-	if hostMod.Go != nil {
-		goLine = hostMod.Go.Version
+	if hostImport != hostPath && !strings.HasPrefix(hostImport, hostPath+"/") {
+		t.Fatalf("GCPROBE_VERSION_MOVES_IMPORT=%s is not a package of %s", hostImport, hostPath)
 	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(hostImport, hostPath), "/")
 
-	hostDir := filepath.Join(dir, "host")
-	writeFile(t, hostDir, "go.mod", "module example.invalid/host\n\ngo "+goLine+"\n")
-	writeFile(t, hostDir, "main.go", "package main\n\nimport _ \""+hostImport+"\"\n\nfunc main() {}\n")
-	gorun(hostDir, "get", host)
+	// released is the build list of the host as it ships; before, the
+	// same after `go mod tidy` by this go command (a host whose go.mod a
+	// newer go command tidies differently is compared with itself tidied,
+	// so that what moves is gcprobe's doing alone).
+	// A host whose go.mod replaces its sibling modules by their
+	// directories in its repository (etcd's) gets them at the versions it
+	// requires instead, as a user of its release would.
+	hostCopy := func(name string) string {
+		d := copyModule(t, info.Dir, filepath.Join(dir, name))
+		var mod struct {
+			Replace []struct {
+				Old struct{ Path string }
+				New struct{ Path, Version string }
+			}
+		}
+		if err := json.Unmarshal(gorun(d, "mod", "edit", "-json"), &mod); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range mod.Replace {
+			if r.New.Version == "" && (strings.HasPrefix(r.New.Path, "./") || strings.HasPrefix(r.New.Path, "../")) {
+				gorun(d, "mod", "edit", "-dropreplace="+r.Old.Path)
+				if name == "host" {
+					t.Logf("the host's replace %s => %s dropped: the directory is not part of its module", r.Old.Path, r.New.Path)
+				}
+			}
+		}
+		return d
+	}
+	released := buildList(t, gorun(hostCopy("released"), "list", "-m", "-json", "all"))
+	if v, ok := released[hostPath]; ok {
+		t.Fatalf("%s@%s lists itself at %s: not the host's own module", hostPath, hostVersion, v)
+	}
+	hostDir := hostCopy("host")
 	gorun(hostDir, "mod", "tidy")
 	before := buildList(t, gorun(hostDir, "list", "-m", "-json", "all"))
-	if got := before[hostPath]; got != hostVersion {
-		t.Fatalf("the scratch host selects %s %s, want %s", hostPath, got, hostVersion)
+	if r, a, d := compare(released, before); len(r)+len(a)+len(d) > 0 {
+		t.Logf("the host's go.mod as released and tidied here differ (the baseline is the tidied one): raised %q, added %q, dropped %q", r, a, d)
 	}
-	t.Logf("host: %s (importing %s): %d modules in its build list (%.0f s)", host, hostImport, len(before), time.Since(start).Seconds())
+	pkgName := strings.TrimSpace(string(gorun(hostDir, "list", "-f", "{{.Name}}", "./"+rel)))
+	t.Logf("host: %s, its own module (gcprobe imported in %s, package %s): %d modules in its build list (%.0f s)", host, hostImport, pkgName, len(before), time.Since(start).Seconds())
 
 	cases := []struct {
 		name string
 		// edit is the go mod edit arguments; file, a Go file added to
-		// package main, or "".
+		// the host's package hostImport, or "".
 		edit []string
 		file string
 	}{
@@ -140,7 +169,7 @@ func TestVersionMoves(t *testing.T) {
 				"-require=github.com/gcprobe/probe@" + zeroVersion,
 				"-replace=github.com/gcprobe/probe=" + repo,
 			},
-			file: "package main\n\nimport _ \"github.com/gcprobe/probe\"\n",
+			file: "package " + pkgName + "\n\nimport _ \"github.com/gcprobe/probe\"\n",
 		},
 		{
 			name: "finalizercheck as a tool",
@@ -154,16 +183,9 @@ func TestVersionMoves(t *testing.T) {
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			d := filepath.Join(dir, "case"+string(rune('a'+i)))
-			for _, name := range []string{"go.mod", "go.sum", "main.go"} {
-				b, err := os.ReadFile(filepath.Join(hostDir, name))
-				if err != nil {
-					t.Fatal(err)
-				}
-				writeFile(t, d, name, string(b))
-			}
+			d := copyModule(t, hostDir, filepath.Join(dir, "case"+string(rune('a'+i))))
 			if c.file != "" {
-				writeFile(t, d, "gcprobe.go", c.file)
+				writeFile(t, filepath.Join(d, rel), "gcprobe_versionmoves.go", c.file)
 			}
 			gorun(d, append([]string{"mod", "edit"}, c.edit...)...)
 			gorun(d, "mod", "tidy")
@@ -172,36 +194,76 @@ func TestVersionMoves(t *testing.T) {
 			graph := string(gorun(d, "mod", "graph"))
 			hostOwn := 0
 			for _, m := range raised {
-				// Who requires the new version: a module the host had
-				// at that very version before (its go.mod now listed in
-				// the host's, because gcprobe imports one of its
-				// packages) raises it through the host's own
-				// requirements; anything else is gcprobe's doing.
+				// Who requires the new version. If every one is a module
+				// the host already selected at that very version, the
+				// rise is the host's own requirement, which enters the
+				// build list once gcprobe imports a package of that module
+				// (graph pruning keeps a module's requirements out until
+				// then): no requirement of gcprobe's can change it, and it
+				// is reported. Anything else is gcprobe's doing and fails.
 				path, now := raisedTo(m)
-				var own, ours []string
-				for _, from := range requirers(graph, path+"@"+now) {
-					fp, fv, _ := strings.Cut(from, "@")
-					if before[fp] == fv {
-						own = append(own, from)
-					} else {
-						ours = append(ours, from)
-					}
+				from := requirers(graph, path+"@"+now)
+				own := len(from) > 0
+				for _, f := range from {
+					fp, fv, _ := strings.Cut(f, "@")
+					own = own && before[fp] == fv
 				}
-				if len(ours) == 0 && len(own) > 0 {
-					t.Logf("raised through the host's own modules (required by %s, which the host already selects at that version): %s", strings.Join(own, ", "), m)
+				if own {
 					hostOwn++
+					t.Logf("raised by the host's own requirement (%s, selected at that version before): %s", strings.Join(from, ", "), m)
 					continue
 				}
-				t.Errorf("raised: %s (required by %s)", m, strings.Join(append(ours, own...), ", "))
+				t.Errorf("raised: %s (required at that version by %s)", m, strings.Join(from, ", "))
 			}
 			t.Logf("%d modules added (new to the host, none of its versions): %s", len(added), strings.Join(added, ", "))
 			if len(dropped) > 0 {
 				t.Logf("%d modules no longer in the build list: %s", len(dropped), strings.Join(dropped, ", "))
 			}
-			t.Logf("%d raised by gcprobe, %d raised through the host's own modules, %d added, %d kept of %d (%.0f s)",
+			t.Logf("%d raised by gcprobe, %d by the host's own requirements, %d added, %d kept of %d (%.0f s)",
 				len(raised)-hostOwn, hostOwn, len(added), len(before)-len(dropped)-len(raised), len(before), time.Since(start).Seconds())
 		})
 	}
+}
+
+// copyModule copies the module tree src (a module cache directory, read
+// only, or an earlier copy) to dst, writable, and returns dst. Nested
+// modules (directories with a go.mod of their own) and VCS folders are
+// left out: they are not part of the module.
+func copyModule(t *testing.T, src, dst string) string {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		target := filepath.Join(dst, rel)
+		if d.IsDir() {
+			if rel != "." {
+				if d.Name() == ".git" || d.Name() == "vendor" {
+					return filepath.SkipDir
+				}
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir
+				}
+			}
+			return os.MkdirAll(target, 0o755)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(target, b, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copying the module %s: %v", src, err)
+	}
+	return dst
 }
 
 // compare returns the modules of after whose version is higher than in
@@ -235,12 +297,14 @@ func raisedTo(line string) (path, version string) {
 	return path, version
 }
 
-// requirers returns the modules (path@version, or the main module's path)
+// requirers returns the modules (path@version) other than the main module
 // that `go mod graph` shows requiring target (path@version).
 func requirers(graph, target string) []string {
 	var from []string
 	for _, line := range strings.Split(graph, "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[1] == target {
+		// The main module's own line (no @version) is the result of the
+		// tidy, not a cause: left out.
+		if f := strings.Fields(line); len(f) == 2 && f[1] == target && strings.Contains(f[0], "@") {
 			from = append(from, f[0])
 		}
 	}
@@ -279,19 +343,6 @@ func unreachable(out string) bool {
 		}
 	}
 	return false
-}
-
-func readModFile(t *testing.T, path string) *modfile.File {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := modfile.ParseLax(path, b, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
 }
 
 func writeFile(t *testing.T, dir, name, text string) {
