@@ -20,6 +20,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
+require golang.org/x/mod v0.41.0
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect

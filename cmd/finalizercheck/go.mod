@@ -2,10 +2,9 @@ module github.com/gcprobe/probe/cmd/finalizercheck
 
 go 1.26.0
 
-require golang.org/x/tools v0.52.0
+require golang.org/x/tools v0.39.0
 
 require (
-	github.com/google/go-cmp v0.7.0 // indirect
-	golang.org/x/mod v0.42.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/mod v0.30.0 // indirect
+	golang.org/x/sync v0.18.0 // indirect
 )
