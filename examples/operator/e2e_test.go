@@ -122,16 +122,7 @@ const (
 // server with `kubectl create token metrics-reader`, as the README does,
 // and checks what gcprobe shows of the operator's two planted bugs.
 func TestE2E(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: `source scripts/testenv.sh` builds etcd and kube-apiserver and sets it, to run the operator against a real API server")
-	}
-	// Everything started after this point must be gone at the end, but
-	// for klog's flush daemon (once per process) and the goroutine that
-	// apimachinery's watch.Filter may leave blocked on a send when a
-	// metadata informer stops (kubernetes/kubernetes issue 113254).
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
+	defer needEnvtest(t)()
 
 	// The operator, in-process, as the Deployment would run it, but for a
 	// short --stuck-after, so that the test need not wait five minutes,
@@ -624,4 +615,21 @@ func profileHasLeak(p *profile.Profile, fn, file string, line int) bool {
 		}
 	}
 	return false
+}
+
+// needEnvtest skips t unless the envtest control plane is there
+// (KUBEBUILDER_ASSETS), and returns the leak check the caller defers:
+// everything started after the call must be gone when it runs, but for
+// klog's flush daemon (once per process) and the goroutine that
+// apimachinery's watch.Filter may leave blocked on a send when a metadata
+// informer stops (kubernetes/kubernetes issue 113254).
+func needEnvtest(t *testing.T) (verifyNoLeaks func()) {
+	t.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		t.Skip("KUBEBUILDER_ASSETS is not set: `source scripts/testenv.sh` builds etcd and kube-apiserver and sets it, to run the operator against a real API server")
+	}
+	opts := []goleak.Option{goleak.IgnoreCurrent(),
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop")}
+	return func() { goleak.VerifyNone(t, opts...) }
 }

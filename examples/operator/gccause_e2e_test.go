@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -36,15 +35,7 @@ import (
 // About 40 s on 2 cores: 20 s to create the ConfigMaps, a few seconds for
 // each manager.
 func TestGCCauseOperator(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: `source scripts/testenv.sh` builds etcd and kube-apiserver and sets it, to run the operator against a real API server")
-	}
-	// As in TestE2E: klog's flush daemon (once per process) and the
-	// goroutine apimachinery's watch.Filter may leave behind
-	// (kubernetes/kubernetes issue 113254).
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
+	defer needEnvtest(t)()
 	if !heapprofile.ReadOperatorEnv().LinksKubernetes {
 		t.Fatal("ReadOperatorEnv: this operator's test binary does not link client-go or controller-runtime")
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,13 +31,7 @@ import (
 // says that the operator refused the token. Each proxy stops on SIGINT,
 // with exit status 0.
 func TestView(t *testing.T) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		t.Skip("KUBEBUILDER_ASSETS is not set: `source scripts/testenv.sh` builds etcd and kube-apiserver and sets it, to run the operator against a real API server")
-	}
-	// As in TestE2E.
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(),
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		goleak.IgnoreTopFunction("k8s.io/apimachinery/pkg/watch.(*filteredWatch).loop"))
+	defer needEnvtest(t)()
 
 	// The command, built once from this checkout (its module is not a
 	// requirement of this one), as TestDepsBuild builds it.
