@@ -1,6 +1,7 @@
 package pprofexporter
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -138,22 +139,15 @@ func (h *handler) serveDelta(w http.ResponseWriter, r *http.Request, raw string,
 	prof.DurationNanos = d.Nanoseconds()
 	prof.Comments = append(prof.Comments, fmt.Sprintf("gcprobe: delta over %d s (?%s=%d): counters are what they counted in that time, gauges their value at its end", n, DeltaParam, n))
 	if debug != 0 {
-		var text strings.Builder
-		_ = WriteText(&text, prof) // a strings.Builder never fails
-		setTextHeaders(w.Header())
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte(text.String()))
+		writeText(w, prof)
 		return
 	}
-	var buf strings.Builder
+	var buf bytes.Buffer
 	if err := prof.Write(&buf); err != nil {
 		http.Error(w, "encoding the delta profile failed", http.StatusInternalServerError)
 		return
 	}
-	h.setDownloadHeaders(w.Header())
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(buf.String()))
+	h.writeDownload(w, &buf)
 }
 
 // building runs build holding one of the handler's build slots, waiting

@@ -116,6 +116,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeTextResponse(w, &buf)
 		return
 	}
+	h.writeDownload(w, &buf)
+}
+
+// writeDownload answers with the encoded profile in buf, as a download.
+func (h *handler) writeDownload(w http.ResponseWriter, buf *bytes.Buffer) {
 	h.setDownloadHeaders(w.Header())
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(http.StatusOK)
@@ -130,6 +135,11 @@ func writeTextResponse(w http.ResponseWriter, buf *bytes.Buffer) {
 		http.Error(w, "decoding the profile failed", http.StatusInternalServerError)
 		return
 	}
+	writeText(w, prof)
+}
+
+// writeText answers with prof as text (WriteText).
+func writeText(w http.ResponseWriter, prof *profile.Profile) {
 	var text bytes.Buffer
 	_ = WriteText(&text, prof) // a bytes.Buffer never fails
 	setTextHeaders(w.Header())
