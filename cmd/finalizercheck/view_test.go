@@ -18,7 +18,9 @@ import (
 	"time"
 )
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once
+// (internal/testkit.SyncBuffer's twin: this module requires nothing of the
+// root, whose internal packages it would otherwise import).
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
