@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +90,28 @@ func Poll(t testing.TB, within time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", within, what)
 		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// AwaitGC is Poll for conditions that only a GC cycle can make true: an
+// object to be collected, a finalizer or cleanup to run, a clock that
+// counts cycles to advance. It checks cond first; while cond does not
+// hold, it runs one GC cycle (runtime.GC) and sleeps a millisecond, so
+// that the finalizer and cleanup goroutines get to run what the cycle
+// queued, and checks again. That is the one pacing of the tests' GC
+// waits: at most one forced cycle per check, checks as fast as cycles
+// end. It fails the test, naming what, if cond does not hold within the
+// given time.
+func AwaitGC(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+			return
+		}
+		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
 }
