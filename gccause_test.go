@@ -166,6 +166,7 @@ func TestGCCauseChild(t *testing.T) {
 		"starved":   memstats.DetectorStoppingLatency,
 		"alloc-off": memstats.DetectorAllocationDriven,
 	}[scenario]
+	// Not testkit.Poll: a Report every 50ms, not every millisecond, keeps the polling out of the allocation and GC load the planted program is judged on.
 	deadline := start.Add(20 * causeRateWindow) // a loaded machine is slow; the parent judges the time
 	for {
 		r := p.Report()
