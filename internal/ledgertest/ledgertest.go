@@ -43,6 +43,16 @@ func Cycles(w *finalizerwatch.Watcher, k finalizerwatch.Kind) uint64 {
 	return read(w, finalizerwatch.ReadOptions{}).Cycles[k]
 }
 
+// ClocksAdvanced returns, for testkit.AwaitGC, the condition that both of
+// w's GC clocks (finalizers' and cleanups') have counted n cycles more
+// than they have now.
+func ClocksAdvanced(w *finalizerwatch.Watcher, n uint64) func() bool {
+	fin, cln := Cycles(w, finalizerwatch.KindFinalizer)+n, Cycles(w, finalizerwatch.KindCleanup)+n
+	return func() bool {
+		return Cycles(w, finalizerwatch.KindFinalizer) >= fin && Cycles(w, finalizerwatch.KindCleanup) >= cln
+	}
+}
+
 // MoreCyclesNeeded returns the Snapshot's MoreCyclesNeeded.
 func MoreCyclesNeeded(w *finalizerwatch.Watcher) int {
 	return read(w, finalizerwatch.ReadOptions{}).MoreCyclesNeeded
