@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/ledgertest"
 	"github.com/gcprobe/probe/internal/testkit"
 )
@@ -28,9 +27,7 @@ func TestTopKPrefersGrowingSite(t *testing.T) {
 		growFinalizerLeak(w, 1)
 		runtime.GC()
 		// testkit.Poll, not AwaitGC: one cycle per step, the one forced above.
-		testkit.Poll(t, 30*time.Second, fmt.Sprintf("both clocks at %d", k), func() bool {
-			return ledgertest.Cycles(w, finalizerwatch.KindFinalizer) >= k && ledgertest.Cycles(w, finalizerwatch.KindCleanup) >= k
-		})
+		testkit.Poll(t, 30*time.Second, fmt.Sprintf("both clocks at %d", k), ledgertest.ClocksAt(w, k))
 		fams := gather(t, c) // the one read of this cycle
 		if k < 5 {
 			continue

@@ -53,6 +53,15 @@ func ClocksAdvanced(w *finalizerwatch.Watcher, n uint64) func() bool {
 	}
 }
 
+// ClocksAt returns, for testkit.Poll, the condition that both of w's GC
+// clocks have counted at least n cycles: for a test that forces each
+// cycle itself and waits for the watcher to count it.
+func ClocksAt(w *finalizerwatch.Watcher, n uint64) func() bool {
+	return func() bool {
+		return Cycles(w, finalizerwatch.KindFinalizer) >= n && Cycles(w, finalizerwatch.KindCleanup) >= n
+	}
+}
+
 // MoreCyclesNeeded returns the Snapshot's MoreCyclesNeeded.
 func MoreCyclesNeeded(w *finalizerwatch.Watcher) int {
 	return read(w, finalizerwatch.ReadOptions{}).MoreCyclesNeeded
