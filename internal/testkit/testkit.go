@@ -85,13 +85,7 @@ func via(path uint, depth int, fn func()) {
 // deadline is what the test waits on.
 func Poll(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	wait(t, within, what, seenNothing(cond), restMillisecond)
 }
 
 // AwaitGC is Poll for conditions that only a GC cycle can make true: an
@@ -105,16 +99,50 @@ func Poll(t testing.TB, within time.Duration, what string, cond func() bool) {
 // given time.
 func AwaitGC(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-			return
-		}
+	wait(t, within, what, seenNothing(cond), func() {
 		runtime.GC()
 		time.Sleep(time.Millisecond)
+	})
+}
+
+// PollEvery is Poll for the end-to-end tests, whose every check costs the
+// program under test something: a scrape of its endpoints, a parse of its
+// whole output, a command run against it. It rests every between checks,
+// not a millisecond, so that the waiting does not load what it waits on;
+// and cond returns, with whether it holds, what it saw, which the failure
+// prints.
+func PollEvery(t testing.TB, within, every time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	wait(t, within, what, cond, func() { time.Sleep(every) })
+}
+
+// wait is the loop of Poll, AwaitGC and PollEvery: cond, then rest, until
+// cond holds or the deadline has passed.
+func wait(t testing.TB, within time.Duration, what string, cond func() (bool, string), rest func()) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			if seen == "" {
+				t.Fatalf("timed out after %v waiting for %s", within, what)
+			} else {
+				t.Fatalf("timed out after %v waiting for %s; last seen:\n%s", within, what, seen)
+			}
+			return
+		}
+		rest()
 	}
 }
+
+func seenNothing(cond func() bool) func() (bool, string) {
+	return func() (bool, string) { return cond(), "" }
+}
+
+func restMillisecond() { time.Sleep(time.Millisecond) }
 
 // RunTest runs the test function named test of the running test binary
 // again, alone, in a child process whose environment is this one's plus

@@ -79,3 +79,43 @@ func TestAwaitGCTimesOut(t *testing.T) {
 		t.Fatalf("failed after %v, before the 50ms were up", d)
 	}
 }
+
+// TestPollTimesOut: Poll fails the test once the time is up, naming what
+// it waited for.
+func TestPollTimesOut(t *testing.T) {
+	f := &fatalRecorder{TB: t}
+	Poll(f, 20*time.Millisecond, "the impossible", func() bool { return false })
+	if !f.failed || !strings.Contains(f.msg, "the impossible") {
+		t.Fatalf("failed %v with %q, want a failure naming the impossible", f.failed, f.msg)
+	}
+}
+
+// TestPollEvery: it checks until cond holds, resting every between
+// checks, and on failure prints what the last check saw.
+func TestPollEvery(t *testing.T) {
+	f := &fatalRecorder{TB: t}
+	n := 0
+	PollEvery(f, 10*time.Second, time.Millisecond, "the third check", func() (bool, string) {
+		n++
+		return n == 3, ""
+	})
+	if f.failed || n != 3 {
+		t.Fatalf("failed %v (%q) after %d checks, want success at the third", f.failed, f.msg, n)
+	}
+
+	f, n = &fatalRecorder{TB: t}, 0
+	PollEvery(f, 30*time.Millisecond, 10*time.Millisecond, "the impossible", func() (bool, string) {
+		n++
+		return false, fmt.Sprintf("check %d", n)
+	})
+	if !f.failed {
+		t.Fatal("a condition that never holds did not fail the test")
+	}
+	if !strings.Contains(f.msg, "the impossible") || !strings.Contains(f.msg, fmt.Sprintf("last seen:\ncheck %d", n)) {
+		t.Fatalf("failure %q does not name what it waited for and what the last check saw", f.msg)
+	}
+	// Checks at 0, 10, 20 and 30ms or later: the fourth is past the deadline.
+	if n > 4 {
+		t.Fatalf("%d checks in 30ms at one per 10ms", n)
+	}
+}
