@@ -273,6 +273,7 @@ func TestFaults(t *testing.T) {
 		base := "http://" + p.Addr().String()
 		client := &http.Client{Timeout: 10 * time.Second}
 		var wg sync.WaitGroup
+		var answered atomic.Int64
 		stop := make(chan struct{})
 		for range 8 {
 			wg.Add(1)
@@ -287,11 +288,13 @@ func TestFaults(t *testing.T) {
 					if resp, err := client.Get(base + "/metrics"); err == nil {
 						io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
+						answered.Add(1)
 					}
 				}
 			}()
 		}
-		time.Sleep(50 * time.Millisecond) // let scrapes be in flight; not synchronisation
+		// Scrapes under way, so that the Stop lands among them.
+		testkit.Poll(t, 10*time.Second, "8 scrapes answered", func() bool { return answered.Load() >= 8 })
 		if err := p.Stop(); err != nil && !strings.Contains(err.Error(), "listener") {
 			t.Fatal(err)
 		}
