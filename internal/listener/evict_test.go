@@ -1,4 +1,4 @@
-package probe
+package listener
 
 import (
 	"io"
@@ -25,7 +25,7 @@ func TestEvictOnlyClientsTheServerWaitsFor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimitListener(inner, 4)
+	l := New(inner, 4)
 	defer l.Close()
 	later := time.Now().Add(time.Minute)
 
@@ -100,7 +100,7 @@ func TestEvictOnlyClientsTheServerWaitsFor(t *testing.T) {
 		if _, err := io.ReadFull(c, buf); err != nil {
 			t.Fatal(err)
 		}
-		l.connState(c, http.StateIdle)
+		l.ConnState(c, http.StateIdle)
 		if _, err := io.WriteString(client, request); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestEvictSoonerWhilePressed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newLimitListener(inner, 4)
+	l := New(inner, 4)
 	defer l.Close()
 	tests := []struct {
 		name        string
@@ -244,7 +244,7 @@ func loopbackConn(t *testing.T) net.Conn {
 
 // acceptSending connects a client to l, lets it write what it sends, and
 // accepts the server's side; both are closed when the test ends.
-func acceptSending(t *testing.T, l *limitListener, sends string) (server *limitConn, client net.Conn) {
+func acceptSending(t *testing.T, l *Listener, sends string) (server *conn, client net.Conn) {
 	t.Helper()
 	client, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -261,7 +261,7 @@ func acceptSending(t *testing.T, l *limitListener, sends string) (server *limitC
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	server = c.(*limitConn)
+	server = c.(*conn)
 	if sends != "" {
 		testkit.Poll(t, 10*time.Second, "the client's bytes to reach the server's kernel", server.spoke)
 	}
@@ -270,7 +270,7 @@ func acceptSending(t *testing.T, l *limitListener, sends string) (server *limitC
 
 // onlyOpen takes every connection of l but c out of evictable's sight;
 // Close still gives their places back.
-func onlyOpen(l *limitListener, c *limitConn) {
+func onlyOpen(l *Listener, c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for o := range l.open {
