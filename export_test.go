@@ -21,7 +21,7 @@ func (p *Probe) OpenConns() int {
 	if p.listener == nil {
 		return -1
 	}
-	return p.listener.openConns()
+	return p.listener.OpenConns()
 }
 
 // CheckBound is what the probe's listener checks and logs once bound to a,

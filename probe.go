@@ -17,6 +17,7 @@ import (
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/lifecycle"
+	"github.com/gcprobe/probe/internal/listener"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/gcprobe/probe/tracing"
@@ -76,7 +77,7 @@ type Probe struct {
 	detach     func() // detaches the runtime build mode's hooks (dropped.go)
 	mu         sync.Mutex
 	addr       net.Addr
-	listener   *limitListener
+	listener   *listener.Listener
 
 	panics   atomic.Uint64
 	panicLog sync.Once

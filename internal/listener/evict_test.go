@@ -1,4 +1,4 @@
-package probe
+package listener
 
 import (
 	"io"
@@ -18,15 +18,7 @@ import (
 // may be evicted, whatever the time. The clock is evictable's argument:
 // each case is looked at long after every grace.
 func TestEvictOnlyClientsTheServerWaitsFor(t *testing.T) {
-	if !peekKnown(t) {
-		t.Skip("this system does not let the listener peek at a connection's unread bytes")
-	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLimitListener(inner, 4)
-	defer l.Close()
+	l := peekingListener(t)
 	later := time.Now().Add(time.Minute)
 
 	const request = "GET /metrics HTTP/1.1\r\nHost: probe\r\n\r\n"
@@ -77,21 +69,10 @@ func TestEvictOnlyClientsTheServerWaitsFor(t *testing.T) {
 	t.Run("a header that stopped coming", func(t *testing.T) {
 		c, _ := acceptSending(t, l, "GET /metrics HTTP/1.1\r\n")
 		onlyOpen(l, c)
-		buf := make([]byte, 64)
-		if _, err := c.Read(buf); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() { // the server waits for the rest of the header
-			defer close(done)
-			c.Read(buf)
-		}()
-		testkit.Poll(t, 10*time.Second, "the server to wait in Read", c.reading.Load)
+		awaitRestOfHeader(t, c)
 		if v, _ := l.evictable(later, false); v != c {
 			t.Fatalf("evicted %p; want the connection whose header stopped, %p", v, c)
 		}
-		c.Close()
-		<-done
 	})
 	t.Run("idle with a new request waiting", func(t *testing.T) {
 		c, client := acceptSending(t, l, request)
@@ -100,7 +81,7 @@ func TestEvictOnlyClientsTheServerWaitsFor(t *testing.T) {
 		if _, err := io.ReadFull(c, buf); err != nil {
 			t.Fatal(err)
 		}
-		l.connState(c, http.StateIdle)
+		l.ConnState(c, http.StateIdle)
 		if _, err := io.WriteString(client, request); err != nil {
 			t.Fatal(err)
 		}
@@ -121,15 +102,7 @@ func TestEvictOnlyClientsTheServerWaitsFor(t *testing.T) {
 // 200 such clients waited 5 s. A request the server has not read still
 // keeps its place.
 func TestEvictSoonerWhilePressed(t *testing.T) {
-	if !peekKnown(t) {
-		t.Skip("this system does not let the listener peek at a connection's unread bytes")
-	}
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := newLimitListener(inner, 4)
-	defer l.Close()
+	l := peekingListener(t)
 	tests := []struct {
 		name        string
 		give        string        // what the client sends
@@ -146,17 +119,7 @@ func TestEvictSoonerWhilePressed(t *testing.T) {
 			c, _ := acceptSending(t, l, tt.give)
 			onlyOpen(l, c)
 			if tt.serverReads {
-				buf := make([]byte, 64)
-				if _, err := c.Read(buf); err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan struct{})
-				go func() { // the server waits for the rest of the header
-					defer close(done)
-					c.Read(buf)
-				}()
-				defer func() { c.Close(); <-done }()
-				testkit.Poll(t, 10*time.Second, "the server to wait in Read", c.reading.Load)
+				awaitRestOfHeader(t, c)
 			}
 			l.mu.Lock()
 			since := c.since
@@ -215,6 +178,23 @@ func TestAcceptPending(t *testing.T) {
 	}
 }
 
+// peekingListener returns a listener of 4 places on loopback, closed when
+// the test ends, or skips the test where the listener cannot peek at a
+// connection's unread bytes: what the eviction tests look at.
+func peekingListener(t *testing.T) *Listener {
+	t.Helper()
+	if !peekKnown(t) {
+		t.Skip("this system does not let the listener peek at a connection's unread bytes")
+	}
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(inner, 4)
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 // peekKnown reports whether peekSpoke can look at a loopback connection.
 func peekKnown(t *testing.T) bool {
 	_, known := peekSpoke(loopbackConn(t))
@@ -244,7 +224,7 @@ func loopbackConn(t *testing.T) net.Conn {
 
 // acceptSending connects a client to l, lets it write what it sends, and
 // accepts the server's side; both are closed when the test ends.
-func acceptSending(t *testing.T, l *limitListener, sends string) (server *limitConn, client net.Conn) {
+func acceptSending(t *testing.T, l *Listener, sends string) (server *conn, client net.Conn) {
 	t.Helper()
 	client, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -261,16 +241,34 @@ func acceptSending(t *testing.T, l *limitListener, sends string) (server *limitC
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	server = c.(*limitConn)
+	server = c.(*conn)
 	if sends != "" {
 		testkit.Poll(t, 10*time.Second, "the client's bytes to reach the server's kernel", server.spoke)
 	}
 	return server, client
 }
 
+// awaitRestOfHeader has the server read what c's client sent, then wait
+// in Read for more, as it does for a header that stopped coming; c is
+// closed, and that Read ended, when the test ends.
+func awaitRestOfHeader(t *testing.T, c *conn) {
+	t.Helper()
+	buf := make([]byte, 64)
+	if _, err := c.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { // the server waits for the rest of the header
+		defer close(done)
+		c.Read(buf)
+	}()
+	t.Cleanup(func() { c.Close(); <-done })
+	testkit.Poll(t, 10*time.Second, "the server to wait in Read", c.reading.Load)
+}
+
 // onlyOpen takes every connection of l but c out of evictable's sight;
 // Close still gives their places back.
-func onlyOpen(l *limitListener, c *limitConn) {
+func onlyOpen(l *Listener, c *conn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for o := range l.open {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package probe
+package listener
 
 import (
 	"net"

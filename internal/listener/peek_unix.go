@@ -1,6 +1,6 @@
 //go:build unix
 
-package probe
+package listener
 
 import (
 	"net"
