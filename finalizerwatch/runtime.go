@@ -65,9 +65,11 @@ type rtHookTable struct {
 	cleanupDone    func(tok, state uint64)
 	goOrigin       func(pc, parent uintptr) uintptr
 	forcedGC       func(pc uintptr)
+	countReg       func(kind uintptr, tok uint64)
+	onP            uintptr
 }
 
-const rtHookVersion = 4
+const rtHookVersion = 5
 
 const (
 	tokCycleBits = 25
@@ -86,6 +88,8 @@ var rtTable = rtHookTable{
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
 	forcedGC:       rtForcedGC,
+	countReg:       rtCountReg,
+	onP:            1,
 }
 
 // rtDetached is the table the runtime reads once the last attachment is
@@ -111,6 +115,8 @@ var rtDetached = rtHookTable{
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
 	forcedGC:       func(uintptr) {},
+	countReg:       rtCountReg,
+	onP:            1,
 }
 
 var (
@@ -167,6 +173,7 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 	rtAttachN++
 	forcedInit()
 	forcedOn.Store(true)
+	rtOnP.Store(true)
 	rtStore(unsafe.Pointer(&rtTable))
 	var once sync.Once
 	return func() {
@@ -260,16 +267,15 @@ func rtCleanupAdd(typ unsafe.Pointer, pc uintptr) uint64 {
 	return rtRegister(KindCleanup, typ, pc)
 }
 
-// register counts a registration at the record's site and returns its
-// token, if the entry's ring was folded for the current cycle; otherwise
-// it counts nothing and returns false.
+// register returns the token of a registration at the record's site,
+// for the runtime to count on its P (rtTokOnP), if the entry's ring was
+// folded for the current cycle; otherwise it returns false.
 func (c *rtPC) register() (tok uint64, ok bool) {
 	cyc := c.cycles.Load()
 	if cyc != c.s.ages.seen.Load() {
 		return 0, false
 	}
-	c.s.addReg(cyc)
-	return c.id | uint64(cyc&tokCycleMask)<<runIDBits, true
+	return c.id | uint64(cyc&tokCycleMask)<<runIDBits | rtTokOnP, true
 }
 
 // rtRegister counts a registration of kind k on an object of type typ
@@ -308,8 +314,13 @@ func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 			slot.Store(&rtPC{pc: pc, s: s, id: uint64(id), cycles: &w.cycles[k]})
 		}
 	}
-	cyc := w.account(s)
-	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits
+	if w.cycles[k].Load() != s.ages.seen.Load() {
+		// The entry's first registration in a cycle observes it for the
+		// growth model: with the P's counts in the ledger first.
+		rtSettleCycle(w)
+	}
+	cyc := w.enterCycle(s)
+	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits | rtTokOnP
 }
 
 // rtPCs caches, per kind, the entries of return PCs that are a site of
@@ -526,7 +537,8 @@ func rtSiteKey(k Kind, pc uintptr, typ unsafe.Pointer, variant uint8) (uint64, s
 	return h ^ key.hash*0x9e3779b97f4a7c15, key
 }
 
-// rtFinalizerClear and rtCleanupStop are the clear hooks: a token decode
+// rtFinalizerClear and rtCleanupStop are the clear hooks, for the clears
+// and Stops the P's table had no room for (rtpcounts.go): a token decode
 // and the entry's one atomic add (a Stop's two: see countCleared), with
 // the clock the decode read.
 func rtFinalizerClear(tok uint64) {

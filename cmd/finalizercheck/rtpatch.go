@@ -237,6 +237,34 @@ var joinPoints = []joinPoint{
 `,
 	},
 	{
+		file: "runtime2.go",
+		what: "the end of the P record (type p)",
+		find: `	// Padding is no longer needed. False sharing is now not a worry because p is large enough
+	// that its size class is an integer multiple of the cache line size (for any of our architectures).
+}
+`,
+		advice: `	// gcprobeCounts is, in gcprobe's runtime build mode, the P's table
+	// of counts not yet in the ledger (gcprobeCountOnP).
+	gcprobeCounts gcprobePCounts
+
+	// Padding is no longer needed. False sharing is now not a worry because p is large enough
+	// that its size class is an integer multiple of the cache line size (for any of our architectures).
+}
+`,
+	},
+	{
+		file: "proc.go",
+		what: "procresize keeping retired Ps in allp's array (checked, not changed: gcprobeFlushCounts reads their tables)",
+		find: `			// Copy everything up to allp's cap so we
+			// never lose old allocated Ps.
+			copy(nallp, allp[:cap(allp)])
+`,
+		advice: `			// Copy everything up to allp's cap so we
+			// never lose old allocated Ps.
+			copy(nallp, allp[:cap(allp)])
+`,
+	},
+	{
 		file: "proc.go",
 		what: "newproc (the go statement, before its switch to the system stack)",
 		find: `	gp := getg()
