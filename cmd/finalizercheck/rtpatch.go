@@ -156,15 +156,16 @@ var joinPoints = []joinPoint{
 `,
 		// With a probe attached, the argument goes in a box with room for
 		// the token (gcprobeCleanupBox), allocated instead of the
-		// runtime's, not beside it: a counted AddCleanup allocates what a
-		// stock one does. The token itself is taken after the runtime's
+		// runtime's, not beside it: a counted AddCleanup allocates as
+		// often as a stock one, and as much for an argument of up to 8
+		// bytes (8 bytes more for a larger one). The token itself is taken after the runtime's
 		// checks of the arguments (the next join point), so that a call
 		// that panics is not counted.
 		advice: `	// Create new storage for the argument.
 	var argv *S
 	var gcprobeBox *gcprobeCleanupBox[S]
 	if gcprobeLoad() != nil {
-		gcprobeBox = new(gcprobeCleanupBox[S])
+		gcprobeBox = gcprobeNewCleanupBox[S]()
 		argv = &gcprobeBox.arg
 	} else if size := unsafe.Sizeof(arg); size < maxTinySize && argType.PtrBytes == 0 {
 `,
