@@ -55,8 +55,7 @@ func TestBlockedFinalizerIsNamed(t *testing.T) {
 	t.Cleanup(unblock)
 	blocker(w, started, release)
 	var begin time.Time
-	testkit.Poll(t, 10*time.Second, "the blocking finalizer to run", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "the blocking finalizer to run", func() bool {
 		select {
 		case <-started:
 			begin = time.Now()

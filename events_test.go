@@ -2,7 +2,6 @@ package probe_test
 
 import (
 	"log/slog"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +35,7 @@ func TestDetectorEventsAreLogged(t *testing.T) {
 	const line = `level=WARN msg="gcprobe: detector firing" detector=forced_gc value=`
 
 	p := start()
-	testkit.Poll(t, 10*time.Second, "forced_gc in slog's default logger", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "forced_gc in slog's default logger", func() bool {
 		return strings.Contains(def.String(), line)
 	})
 	if err := p.Stop(); err != nil {
@@ -47,8 +45,7 @@ func TestDetectorEventsAreLogged(t *testing.T) {
 	n := len(def.String())
 	p = start(probe.WithLogger(slog.New(slog.NewTextHandler(&own, nil))))
 	defer p.Stop()
-	testkit.Poll(t, 10*time.Second, "forced_gc in the given logger", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "forced_gc in the given logger", func() bool {
 		return strings.Contains(own.String(), line)
 	})
 	if got := def.String()[n:]; strings.Contains(got, "gcprobe") {

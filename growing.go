@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/sitekey"
 	"github.com/gcprobe/probe/stackcapture"
 )
 
@@ -50,20 +51,7 @@ const (
 // growingLog decides which growing-site lines to log.
 type growingLog struct {
 	every time.Duration
-	sites map[growingKey]growingSite
-}
-
-// growingKey is a site as the log knows it: kind, function, file and line
-// (not the PC: a line inlined into two callers is one site).
-type growingKey struct {
-	kind     finalizerwatch.Kind
-	function string
-	file     string
-	line     int
-}
-
-func keyOf(s *finalizerwatch.SiteStats) growingKey {
-	return growingKey{s.Kind, s.Site.Function, s.Site.File, s.Site.Line}
+	sites map[sitekey.Key]growingSite
 }
 
 type growingSite struct {
@@ -72,7 +60,7 @@ type growingSite struct {
 }
 
 func newGrowingLog(every time.Duration) *growingLog {
-	return &growingLog{every: every, sites: make(map[growingKey]growingSite)}
+	return &growingLog{every: every, sites: make(map[sitekey.Key]growingSite)}
 }
 
 // check logs, at now, a line for each site whose growing state differs
@@ -95,7 +83,7 @@ func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time
 			if growing {
 				shown++
 			}
-			key := keyOf(s)
+			key := sitekey.Of(s)
 			st, ok := g.sites[key]
 			switch {
 			case st.growing == growing, lines == growingLinesPerCheck:
@@ -119,7 +107,7 @@ func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time
 		// Every growing site of the kind is in the top: a site logged
 		// growing that is not there has stopped.
 		for key, st := range g.sites {
-			if !st.growing || key.kind != finalizerwatch.Kind(k) || lines == growingLinesPerCheck {
+			if !st.growing || key.Kind != finalizerwatch.Kind(k) || lines == growingLinesPerCheck {
 				continue
 			}
 			if inTop(ks.Top, key) {
@@ -133,9 +121,9 @@ func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time
 	}
 }
 
-func inTop(top []finalizerwatch.SiteStats, key growingKey) bool {
+func inTop(top []finalizerwatch.SiteStats, key sitekey.Key) bool {
 	for i := range top {
-		if keyOf(&top[i]) == key {
+		if sitekey.Of(&top[i]) == key {
 			return true
 		}
 	}
@@ -165,10 +153,10 @@ func logGrowing(l *slog.Logger, s *finalizerwatch.SiteStats, growing bool) {
 
 // logStopped logs that the site of key, logged growing, has left the top
 // while every growing site of its kind is in it.
-func logStopped(l *slog.Logger, key growingKey) {
-	site := stackcapture.Frame{Function: key.function, File: key.file, Line: key.line}
+func logStopped(l *slog.Logger, key sitekey.Key) {
+	site := stackcapture.Frame{Function: key.Function, File: key.File, Line: key.Line}
 	l.LogAttrs(context.Background(), slog.LevelWarn, "gcprobe: site stopped growing",
 		slog.String("site", site.Label()),
-		slog.String("kind", key.kind.String()),
+		slog.String("kind", key.Kind.String()),
 		slog.String("evidence", "no longer among the top sites, and every growing site is"))
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/sitekey"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -60,7 +61,7 @@ type queueRow struct {
 
 // siteRow is one top site's suspect count at one cycle.
 type siteRow struct {
-	key     growingKey
+	key     sitekey.Key
 	suspect uint64
 }
 
@@ -109,7 +110,7 @@ func (h *history) record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
 	}
 	row.sites = row.sites[:0]
 	for i := range sn.Top {
-		row.sites = append(row.sites, siteRow{key: keyOf(&sn.Top[i]), suspect: sn.Top[i].Suspect})
+		row.sites = append(row.sites, siteRow{key: sitekey.Of(&sn.Top[i]), suspect: sn.Top[i].Suspect})
 	}
 }
 

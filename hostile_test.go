@@ -22,6 +22,7 @@ import (
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/ledgertest"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // countingHandler counts the log records it receives.
@@ -224,14 +225,9 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 	}
 	// Once the dropped registrations have run, the heap is back near
 	// where it started: nothing the probe keeps grows with the load.
-	deadline := time.Now().Add(30 * time.Second)
-	for ledgertest.Totals(w, finalizerwatch.KindFinalizer).Outstanding+ledgertest.Totals(w, finalizerwatch.KindCleanup).Outstanding > 1000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("registrations still outstanding 30s after the load: %+v", ledgertest.Totals(w, finalizerwatch.KindFinalizer))
-		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.AwaitGC(t, 30*time.Second, "at most 1000 registrations outstanding after the load", func() bool {
+		return ledgertest.Totals(w, finalizerwatch.KindFinalizer).Outstanding+ledgertest.Totals(w, finalizerwatch.KindCleanup).Outstanding <= 1000
+	})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	t.Logf("after the drain: heap in use %d KiB", after.HeapInuse/1024)
@@ -243,13 +239,9 @@ func TestLoadScrapersAndRegistrations(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	// Idle keep-alive connections close asynchronously: poll.
-	deadline = time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > goroutinesBefore+5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines grew from %d to %d", goroutinesBefore, runtime.NumGoroutine())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Poll(t, 10*time.Second, fmt.Sprintf("the goroutines to fall back to at most %d+5", goroutinesBefore), func() bool {
+		return runtime.NumGoroutine() <= goroutinesBefore+5
+	})
 }
 
 // The sampler at a 1 ms interval, a Stop in the middle of scrapes: the
@@ -262,14 +254,13 @@ func TestFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := p.Sampler().Snapshot().Samples
-		deadline := time.Now().Add(10 * time.Second)
-		for p.Sampler().Snapshot().Samples < start+200 {
-			w.SetFinalizer(&leaky{}, func(*leaky) {})
-			if time.Now().After(deadline) {
-				t.Fatal("fewer than 200 samples in 10s at a 1ms interval")
+		testkit.Poll(t, 10*time.Second, "200 samples at a 1ms interval", func() bool {
+			if p.Sampler().Snapshot().Samples >= start+200 {
+				return true
 			}
-			time.Sleep(100 * time.Microsecond)
-		}
+			w.SetFinalizer(&leaky{}, func(*leaky) {}) // a registration a check: the sampler has work while it runs
+			return false
+		})
 		if err := p.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -282,6 +273,7 @@ func TestFaults(t *testing.T) {
 		base := "http://" + p.Addr().String()
 		client := &http.Client{Timeout: 10 * time.Second}
 		var wg sync.WaitGroup
+		var answered atomic.Int64
 		stop := make(chan struct{})
 		for range 8 {
 			wg.Add(1)
@@ -296,11 +288,13 @@ func TestFaults(t *testing.T) {
 					if resp, err := client.Get(base + "/metrics"); err == nil {
 						io.Copy(io.Discard, resp.Body)
 						resp.Body.Close()
+						answered.Add(1)
 					}
 				}
 			}()
 		}
-		time.Sleep(50 * time.Millisecond) // let scrapes be in flight; not synchronisation
+		// Scrapes under way, so that the Stop lands among them.
+		testkit.Poll(t, 10*time.Second, "8 scrapes answered", func() bool { return answered.Load() >= 8 })
 		if err := p.Stop(); err != nil && !strings.Contains(err.Error(), "listener") {
 			t.Fatal(err)
 		}

@@ -16,9 +16,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gcprobe/probe"
+	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/internal/lifecycle/lifecycletest"
 	"github.com/gcprobe/probe/internal/testkit"
+	"github.com/gcprobe/probe/memstats"
+	"github.com/gcprobe/probe/tracing"
 )
 
 // The goroutines of the runtime that goleak v1.3.0 does not know (see
@@ -238,6 +241,23 @@ func TestStopWaitsForHandlers(t *testing.T) {
 	for _, path := range []string{"/metrics", "/profile"} {
 		if code, err := get(path); err != nil || code != http.StatusServiceUnavailable {
 			t.Errorf("%s after Stop: %d, %v; want 503", path, code, err)
+		}
+	}
+}
+
+// ErrRunning and ErrStopped are one pair of values under every package's
+// names (internal/lifecycle's), so that errors.Is works with whichever a
+// caller has at hand. k8sfinalizers, a module of its own, checks its pair
+// in its own tests.
+func TestLifecycleErrorsAreOneValue(t *testing.T) {
+	for name, pair := range map[string][2]error{
+		"probe":       {probe.ErrRunning, probe.ErrStopped},
+		"memstats":    {memstats.ErrRunning, memstats.ErrStopped},
+		"tracing":     {tracing.ErrRunning, tracing.ErrStopped},
+		"heapprofile": {heapprofile.ErrRunning, heapprofile.ErrStopped},
+	} {
+		if pair[0] != lifecycle.ErrRunning || pair[1] != lifecycle.ErrStopped {
+			t.Errorf("%s.ErrRunning, %s.ErrStopped are not internal/lifecycle's", name, name)
 		}
 	}
 }

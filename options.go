@@ -27,8 +27,9 @@ const (
 	// GC cycle wakes it sooner.
 	DefaultInterval = memstats.DefaultInterval
 	// DefaultTopK is how many sites (of either kind) get series and report
-	// entries of their own.
-	DefaultTopK = promexporter.DefaultTopK
+	// entries of their own: finalizerwatch.DefaultTopK, the one default of
+	// a reader's top K (promexporter's and tracing's too).
+	DefaultTopK = finalizerwatch.DefaultTopK
 	// DefaultSuspectAge is the probe's suspect age (WithSuspectAge): on a
 	// long-running server, a registration is a leak suspect once it has
 	// survived three GC cycles and 30 s, and a site is growing once its
@@ -53,7 +54,7 @@ type Option func(*config) error
 type config struct {
 	registerer  prometheus.Registerer
 	watcher     *finalizerwatch.Watcher
-	topK        int // also what Report shows; validated by promexporter.WithTopK
+	topK        int // the probe's own reads' K; validated by promexporter.WithTopK (finalizerwatch.CheckTopK)
 	listenAddr  string
 	listenWide  bool // listenAddr came from WithUnauthenticatedListenAddr
 	ownMetrics  bool // WithOwnMetrics: Handler's /metrics shows the probe's series alone
@@ -136,9 +137,14 @@ func WithInterval(d time.Duration) Option {
 // Report entries and live-page rows of their own (default DefaultTopK): the
 // K sites of either kind most likely to leak (finalizerwatch's
 // ReadOptions.TopK); the rest are summed under site="other", one per kind. It forwards promexporter.WithTopK and
-// tracing.WithTopK, whose limit applies (k must be at least 1). The number
+// tracing.WithTopK, whose limit, finalizerwatch.CheckTopK, applies (k must
+// be at least 1). Each of them shows the top sites a Read of K returns, as
+// Read cut them. The number
 // of series stays bounded whatever k is: there are no more sites than the
-// watcher keeps (finalizerwatch.WithMaxSites).
+// watcher keeps (finalizerwatch.WithMaxSites). The heap profile's lists of
+// allocating and growing sites are another ranking, with a K of their own
+// (heapprofile.WithTopK, through WithHeapProfileOptions); the Prometheus
+// exporter shows at most K of each.
 func WithTopK(k int) Option {
 	return func(c *config) error {
 		c.topK = k

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/heapprofile"
+	"github.com/gcprobe/probe/internal/sitekey"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -310,7 +311,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 		row     int
 		suspect uint64
 	}
-	bySite := map[growingKey][]siteAt{}
+	bySite := map[sitekey.Key][]siteAt{}
 	p.history.eachRow(func(c *cycleRow) {
 		i := len(d.History)
 		d.History = append(d.History, PageCycle{
@@ -352,7 +353,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 	for i := range r.sn.Top {
 		s := &r.sn.Top[i]
 		ps := pageSite(s, len(d.History))
-		for _, at := range bySite[keyOf(s)] {
+		for _, at := range bySite[sitekey.Of(s)] {
 			v := at.suspect
 			ps.Suspects[at.row] = &v
 		}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -234,25 +234,18 @@ func TestReportNamesPlantedLeak(t *testing.T) {
 	defer p.Stop()
 	plant(w)
 	t.Cleanup(func() { leaked = nil })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := p.Report()
-		if len(r.Top) > 0 && r.Top[0].Suspect == 5 {
-			if !strings.HasSuffix(r.Top[0].Site.Function, "probe_test.plant") {
-				t.Fatalf("top site %v", r.Top[0].Site)
-			}
-			var b strings.Builder
-			n, err := r.WriteTo(&b)
-			if err != nil || n != int64(b.Len()) || !strings.Contains(b.String(), "probe_test.plant probe_test.go:") {
-				t.Fatalf("WriteTo = %d, %v:\n%s", n, err, b.String())
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no suspect after 20s: %+v", r.Top)
-		}
-		runtime.GC()
-		time.Sleep(2 * time.Millisecond)
+	var r probe.Report
+	testkit.AwaitGC(t, 20*time.Second, "a top site with 5 suspects", func() bool {
+		r = p.Report()
+		return len(r.Top) > 0 && r.Top[0].Suspect == 5
+	})
+	if !strings.HasSuffix(r.Top[0].Site.Function, "probe_test.plant") {
+		t.Fatalf("top site %v", r.Top[0].Site)
+	}
+	var b strings.Builder
+	n, err := r.WriteTo(&b)
+	if err != nil || n != int64(b.Len()) || !strings.Contains(b.String(), "probe_test.plant probe_test.go:") {
+		t.Fatalf("WriteTo = %d, %v:\n%s", n, err, b.String())
 	}
 }
 

@@ -217,17 +217,14 @@ func topDropped(top []finalizerwatch.SiteStats) uint64 {
 
 // reportColumns are the counters WriteTo shows, in their order, in the
 // top sites table and, of each kind, in the queue table's watched columns:
-// the summary counters of finalizerwatch.Counters, named as it names
-// them, then suspect. A per-site counter added to finalizerwatch.Counts is
-// in the Report's Top and totals as it is added there, and in these
-// tables if it is a summary counter.
+// finalizerwatch.SummaryCounters, named as it names them, then suspect. A
+// per-site counter added to finalizerwatch.Counts is in the Report's Top
+// and totals as it is added there, and in these tables if it is a summary
+// counter.
 var reportColumns = func() []reportColumn {
 	var cols []reportColumn
-	for _, c := range finalizerwatch.Counters() {
-		if c.Summary {
-			count := c.Value
-			cols = append(cols, reportColumn{c.Name, func(s *finalizerwatch.SiteStats) uint64 { return count(&s.Counts) }})
-		}
+	for _, c := range finalizerwatch.SummaryCounters() {
+		cols = append(cols, reportColumn{c.Name, func(s *finalizerwatch.SiteStats) uint64 { return c.Value(&s.Counts) }})
 	}
 	return append(cols, reportColumn{"suspect", func(s *finalizerwatch.SiteStats) uint64 { return s.Suspect }})
 }()

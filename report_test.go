@@ -44,15 +44,10 @@ func TestReportPrintsTableThroughFmt(t *testing.T) {
 		t.Fatalf("the table lacks %q:\n%s", want, b.String())
 	}
 
-	deadline := time.Now().Add(20 * time.Second)
-	for r.MoreCycles > 0 || len(r.Top) == 0 || r.Top[0].Suspect != 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 20s: MoreCycles %d, top %+v", r.MoreCycles, r.Top)
-		}
-		runtime.GC()
-		time.Sleep(2 * time.Millisecond) // polling: the clock advances on the finalizer goroutine
+	testkit.AwaitGC(t, 20*time.Second, "MoreCycles 0 and a top site with 5 suspects", func() bool {
 		r = p.Report()
-	}
+		return r.MoreCycles <= 0 && len(r.Top) > 0 && r.Top[0].Suspect == 5
+	})
 	table := fmt.Sprint(r)
 	if strings.Contains(table, "too early") {
 		t.Errorf("the table still says it is too early:\n%s", table)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -73,8 +72,7 @@ func TestStartServesAndLogsJSON(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 	var started, warned bool
-	testkit.Poll(t, 10*time.Second, "an INFO start line with the address and a WARN line on forced_gc", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "an INFO start line with the address and a WARN line on forced_gc", func() bool {
 		for _, r := range records(t, bytes.NewBufferString(stderr.String())) {
 			msg, _ := r["msg"].(string)
 			switch {

@@ -331,6 +331,7 @@ func countCleanup(int)         { runs.inc() }
 // not find every object of the batch unreachable in one cycle (a pointer
 // left in a register or a dead stack slot), it runs another cycle each
 // second until it has.
+// Not testkit.AwaitGC: it runs in the timed loop, where a forced cycle a millisecond would be measured.
 func (c *runCounter) await() {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()

@@ -219,6 +219,7 @@ func burst() {
 // drain drops the cache and runs GC until every finalizer and cleanup the
 // workload ever registered has run, so that nothing a run caused spills
 // into the next one. It gives up after timeout.
+// Not testkit.AwaitGC: it returns an error, which benchmarkOperator reports with b.Error and then still stops its environment.
 func (wl *workload) drain(timeout time.Duration) error {
 	wl.cache.clear()
 	deadline := time.Now().Add(timeout)

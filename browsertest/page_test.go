@@ -171,8 +171,7 @@ func TestLivePageInChromium(t *testing.T) {
 	// probe.PageHistoryStep after the row before), in order, none twice;
 	// the pause chart one per GC cycle, without a gap. Three points in
 	// each first.
-	testkit.Poll(t, 30*time.Second, "three points in every chart", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 30*time.Second, "three points in every chart", func() bool {
 		return evaluate[int](t, ctx, `Math.min.apply(null, Array.prototype.map.call(document.querySelectorAll("svg.chart"), function (s) { return +s.getAttribute("data-points"); }))`) >= 3
 	})
 	charts := evaluate[[]struct {

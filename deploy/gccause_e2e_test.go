@@ -122,12 +122,12 @@ scrape_configs:
 		}
 		return ms, nil
 	}
-	// Target discovery and the first scrapes take seconds: poll, bounded.
-	deadline := time.Now().Add(90 * time.Second)
-	var state string
-	for {
+	// Target discovery and the first scrapes take seconds: poll, bounded,
+	// every 250ms, as an external process is polled.
+	testkit.PollEvery(t, 90*time.Second, 250*time.Millisecond, "allocation_driven firing with "+wantSite+" on top", func() (bool, string) {
 		firing, err1 := query(`gcprobe_detector_firing{detector="allocation_driven"} == 1`)
 		top, err2 := query(`topk(1, gcprobe_alloc_site_bytes_per_second)`)
+		var state string
 		switch {
 		case err1 != nil || err2 != nil:
 			state = fmt.Sprint(err1, err2)
@@ -138,17 +138,11 @@ scrape_configs:
 		case top[0]["site"] != wantSite:
 			state = "top allocating site " + top[0]["site"]
 		default:
-			state = ""
+			return true, ""
 		}
-		if state == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			logs, _ := os.ReadFile(logPath)
-			t.Fatalf("timed out: %s (want site %q)\nprometheus log:\n%s", state, wantSite, logs)
-		}
-		time.Sleep(250 * time.Millisecond) // polling an external process: no event to wait on
-	}
+		logs, _ := os.ReadFile(logPath)
+		return false, fmt.Sprintf("%s\nprometheus log:\n%s", state, logs)
+	})
 
 	goTool, err := exec.LookPath("go")
 	if err != nil {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // prometheusServer returns the prometheus binary to run: $GCPROBE_PROMETHEUS,
@@ -110,19 +112,18 @@ scrape_configs:
 	api := "http://" + addr
 	// The first samples reach queries a few seconds after start (target
 	// discovery runs every 5s): poll, with a bound.
+	// 60s for both polls; every 250ms, as an external process is polled.
 	deadline := time.Now().Add(60 * time.Second)
 	poll := func(what string, done func() (bool, string)) {
 		t.Helper()
-		for {
+		testkit.PollEvery(t, time.Until(deadline), 250*time.Millisecond, what, func() (bool, string) {
 			ok, state := done()
 			if ok {
-				return
+				return true, ""
 			}
-			if time.Now().After(deadline) {
-				fail("timed out waiting for %s: %s", what, state)
-			}
-			time.Sleep(250 * time.Millisecond) // polling an external process: no event to wait on
-		}
+			logs, _ := os.ReadFile(logPath)
+			return false, fmt.Sprintf("%s\nprometheus log:\n%s", state, logs)
+		})
 	}
 
 	poll("every alerting rule to evaluate", func() (bool, string) {

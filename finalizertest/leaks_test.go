@@ -143,7 +143,7 @@ func TestVerifyNonePassesCleanCode(t *testing.T) {
 	old := plantKept(w, 5)
 	oldCleanups := plantKeptCleanups(w, 5)
 	fin0, clean0 := ledgertest.Cycles(w, finalizerwatch.KindFinalizer), ledgertest.Cycles(w, finalizerwatch.KindCleanup)
-	await(t, "the registrations to age", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the registrations to age", func() bool {
 		return ledgertest.Cycles(w, finalizerwatch.KindFinalizer) >= fin0+5 && ledgertest.Cycles(w, finalizerwatch.KindCleanup) >= clean0+5
 	})
 	runtime.KeepAlive(old)
@@ -301,7 +301,7 @@ func TestDeadlineWithBlockedFinalizer(t *testing.T) {
 	err := Find(WithWatcher(w), WithDeadline(300*time.Millisecond))
 	took := time.Since(start)
 	close(release) // let the finalizer goroutine go on, for the other tests
-	await(t, "the blocked finalizer to finish", func() bool { return ledgertest.Totals(w, finalizerwatch.KindFinalizer).Outstanding == 0 })
+	testkit.AwaitGC(t, 20*time.Second, "the blocked finalizer to finish", func() bool { return ledgertest.Totals(w, finalizerwatch.KindFinalizer).Outstanding == 0 })
 
 	if err == nil {
 		t.Fatal("Find passed with a blocked finalizer")

@@ -2,10 +2,8 @@ package finalizertest
 
 import (
 	"fmt"
-	"runtime"
 	"runtime/metrics"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -41,19 +39,6 @@ func newWatcher(t testing.TB) *finalizerwatch.Watcher {
 	}
 	t.Cleanup(w.Close)
 	return w
-}
-
-// await polls cond, forcing GC, until it holds or the deadline passes.
-func await(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // forcedGCs returns how many GC cycles the program has forced so far.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/sitekey"
 )
 
 // Defaults for the options of Find, VerifyNone and VerifyTestMain.
@@ -178,28 +179,16 @@ func IgnoreCurrentOf(w *finalizerwatch.Watcher) Option {
 // baseline is the outstanding count per site of one watcher at one moment.
 type baseline struct {
 	w           *finalizerwatch.Watcher
-	outstanding map[siteKey]uint64
-}
-
-// siteKey identifies a site the way the ledger's Snapshot merges them.
-type siteKey struct {
-	kind     finalizerwatch.Kind
-	function string
-	file     string
-	line     int
-}
-
-func keyOf(s *finalizerwatch.SiteStats) siteKey {
-	return siteKey{s.Kind, s.Site.Function, s.Site.File, s.Site.Line}
+	outstanding map[sitekey.Key]uint64
 }
 
 func takeBaseline(w *finalizerwatch.Watcher) *baseline {
-	b := &baseline{w: w, outstanding: make(map[siteKey]uint64)}
+	b := &baseline{w: w, outstanding: make(map[sitekey.Key]uint64)}
 	var sn finalizerwatch.Snapshot
 	w.Read(&sn, finalizerwatch.ReadOptions{TopK: -1, Fresh: true})
 	for _, s := range sn.Top {
 		if s.Outstanding > 0 {
-			b.outstanding[keyOf(&s)] = s.Outstanding
+			b.outstanding[sitekey.Of(&s)] = s.Outstanding
 		}
 	}
 	return b
@@ -210,7 +199,7 @@ func (b *baseline) of(s *finalizerwatch.SiteStats) uint64 {
 	if b == nil {
 		return 0
 	}
-	return b.outstanding[keyOf(s)]
+	return b.outstanding[sitekey.Of(s)]
 }
 
 func (c *config) ignored(s *finalizerwatch.SiteStats) bool {

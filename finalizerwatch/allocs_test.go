@@ -171,7 +171,8 @@ func runAllocs(t *testing.T, register func(*allocObj)) float64 {
 	before := heapAllocs()
 	runtime.GC()
 	// If the GC did not find every object unreachable in one cycle (a
-	// pointer left in a register), run another each second.
+	// pointer left in a register), run another each second. Not
+	// testkit.AwaitGC: the allocations counted include each cycle's.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	deadline := time.Now().Add(20 * time.Second)

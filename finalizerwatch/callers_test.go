@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/stackcapture"
@@ -85,13 +86,13 @@ func TestWrapperCountedAtCallers(t *testing.T) {
 				var ran atomic.Int64
 				var kept []*thing
 				keepThroughHelper(w, &ran, &kept, viaFS)
-				awaitCycles(t, w, 1)
+				testkit.AwaitGC(t, 20*time.Second, "a GC cycle", clocksAdvanced(w, 1))
 				dropThroughHelper(w, &ran, viaFS)
 				for range 50 {
 					keepThroughHelper(w, &ran, &kept, viaFS)
 					dropThroughHelper(w, &ran, viaFS)
 				}
-				await(t, "the dropped objects' finalizers", func() bool { return ran.Load() >= 51 })
+				testkit.AwaitGC(t, 20*time.Second, "the dropped objects' finalizers", func() bool { return ran.Load() >= 51 })
 				sites := w.siteList()
 				h, _ := siteByLine(sites, helperLine)
 				if !option {
@@ -133,7 +134,7 @@ func TestHelperOfOneCallerIsTheSite(t *testing.T) {
 		for range 10 {
 			kept = append(kept, openSingle(w))
 		}
-		awaitCycles(t, w, 1)
+		testkit.AwaitGC(t, 20*time.Second, "a GC cycle", clocksAdvanced(w, 1))
 	}
 	s, ok := siteByLine(w.siteList(), helperLine)
 	if !ok || s.Registered != 30 {
@@ -148,7 +149,7 @@ func TestHelperOfOwnTypeStaysTheSite(t *testing.T) {
 	var kept []*thing
 	for range 3 {
 		kept = append(kept, openOff(w), openOff(w))
-		awaitCycles(t, w, 1)
+		testkit.AwaitGC(t, 20*time.Second, "a GC cycle", clocksAdvanced(w, 1))
 		kept = append(kept, openOff(w))
 	}
 	if s, ok := siteByLine(w.siteList(), helperLine); !ok || s.Registered != 9 {

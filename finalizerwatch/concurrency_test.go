@@ -94,16 +94,11 @@ func TestConcurrentRegistrationsExact(t *testing.T) {
 		}
 		return ok
 	}
-	awaitStopsSettled(t) // a Stop counts once it is known not to run: see Cleanup.Stop
+	// A Stop counts once it is known not to run (see Cleanup.Stop), and
+	// it is settled once the runtime's cleanup queue has emptied.
+	testkit.AwaitGC(t, 20*time.Second, "the Stops settled", func() bool { return settleStops(false) == 0 })
 	check(false)
-	deadline := time.Now().Add(60 * time.Second)
-	for !check(true) {
-		if time.Now().After(deadline) {
-			t.Fatal("registrations still outstanding, or clears not all counted, after 60s")
-		}
-		runtime.GC()
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.AwaitGC(t, 60*time.Second, "every registration run or cleared, and every clear counted", func() bool { return check(true) })
 	if n := objs.count(w); n != 0 {
 		t.Fatalf("address table holds %d entries after the drain", n)
 	}

@@ -31,12 +31,7 @@ func TestCrashHelperProcess(t *testing.T) {
 			runtime.SetFinalizer(o, func(*thing) { panic("user finalizer failed") })
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatal("the panicking finalizer did not crash the program")
+	testkit.AwaitGC(t, 20*time.Second, "the panicking finalizer to crash the program", func() bool { return false })
 }
 
 // A user's finalizer that panics crashes the program exactly as it does

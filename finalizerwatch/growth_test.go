@@ -86,14 +86,10 @@ func (h *gcHarness) evict(name string, n int) {
 func (h *gcHarness) cycle(want uint64) []SiteStats {
 	h.t.Helper()
 	runtime.GC()
-	deadline := time.Now().Add(60 * time.Second)
-	for h.w.cycleCount(KindFinalizer) < want || h.w.cycleCount(KindCleanup) < want || h.ran.Load() < h.dropped {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("after 60s: clocks %d/%d, want %d; %d of %d finalizers run",
-				h.w.cycleCount(KindFinalizer), h.w.cycleCount(KindCleanup), want, h.ran.Load(), h.dropped)
-		}
-		time.Sleep(50 * time.Microsecond) // polling: neither has a channel to wait on
-	}
+	// testkit.Poll, not AwaitGC: the test counts the cycles it forces.
+	testkit.Poll(h.t, 60*time.Second, fmt.Sprintf("both clocks at %d and %d finalizers run", want, h.dropped), func() bool {
+		return h.w.cycleCount(KindFinalizer) >= want && h.w.cycleCount(KindCleanup) >= want && h.ran.Load() >= h.dropped
+	})
 	if c := h.w.cycleCount(KindFinalizer); c != want {
 		h.t.Fatalf("clock at %d, want %d: a GC cycle the test did not force", c, want)
 	}
@@ -303,13 +299,9 @@ func TestGrowthWithSparseReads(t *testing.T) {
 	for k := 1; k <= 15; k++ {
 		h.keep("leak", 1)
 		runtime.GC()
-		deadline := time.Now().Add(60 * time.Second)
-		for h.w.cycleCount(KindFinalizer) < uint64(k) || h.w.cycleCount(KindCleanup) < uint64(k) {
-			if time.Now().After(deadline) {
-				t.Fatalf("clock stuck at %d", h.w.cycleCount(KindFinalizer))
-			}
-			time.Sleep(50 * time.Microsecond)
-		}
+		testkit.Poll(t, 60*time.Second, fmt.Sprintf("both clocks at %d", k), func() bool {
+			return h.w.cycleCount(KindFinalizer) >= uint64(k) && h.w.cycleCount(KindCleanup) >= uint64(k)
+		})
 		if k%3 != 0 {
 			continue
 		}
@@ -353,13 +345,9 @@ func TestGrowthObservedByRegistrations(t *testing.T) {
 			for k := uint64(1); k <= 7; k++ {
 				h.keep("leak", 1)
 				runtime.GC()
-				deadline := time.Now().Add(60 * time.Second)
-				for h.w.cycleCount(KindFinalizer) < k || h.w.cycleCount(KindCleanup) < k {
-					if time.Now().After(deadline) {
-						t.Fatalf("clock stuck at %d", h.w.cycleCount(KindFinalizer))
-					}
-					time.Sleep(50 * time.Microsecond)
-				}
+				testkit.Poll(t, 60*time.Second, fmt.Sprintf("both clocks at %d", k), func() bool {
+					return h.w.cycleCount(KindFinalizer) >= k && h.w.cycleCount(KindCleanup) >= k
+				})
 				if k < 6 {
 					continue // no read
 				}

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"weak"
 
 	"github.com/gcprobe/probe/internal/testkit"
@@ -60,8 +61,8 @@ func TestTopNamesPlantedLeaks(t *testing.T) {
 	churnLine := testkit.MarkerLine(t, "leak_test.go", "churn")
 	cleanLine := testkit.MarkerLine(t, "leak_test.go", "churn-cleanups")
 
-	awaitCycles(t, w, 5)
-	await(t, "healthy sites to drain", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "5 GC cycles", clocksAdvanced(w, 5))
+	testkit.AwaitGC(t, 20*time.Second, "healthy sites to drain", func() bool {
 		a, _ := siteByLine(w.siteList(), churnLine)
 		b, _ := siteByLine(w.siteList(), cleanLine)
 		return a.Outstanding == 0 && b.Outstanding == 0
@@ -148,11 +149,11 @@ func TestSuspectsAgeWithCycles(t *testing.T) {
 	}
 	age := ageAtLeast(0)
 	for age < 2 {
-		awaitCycles(t, w, 1)
+		testkit.AwaitGC(t, 20*time.Second, "a GC cycle", clocksAdvanced(w, 1))
 		age = ageAtLeast(age + 1)
 	}
 	// Past the ring's window the ages pool in the last bucket.
-	awaitCycles(t, w, AgeBuckets)
+	testkit.AwaitGC(t, 20*time.Second, "AgeBuckets GC cycles", clocksAdvanced(w, AgeBuckets))
 	s, _ := siteByLine(w.siteList(), line)
 	if s.Survived[AgeBuckets-1] != 3 || s.Suspect != 3 || s.Outstanding != 3 {
 		t.Fatalf("after %d cycles: survived %v suspect %d", AgeBuckets+2, s.Survived, s.Suspect)
@@ -191,7 +192,7 @@ func TestClearingLeavesNothingOutstanding(t *testing.T) {
 	things = nil
 	finLine := testkit.MarkerLine(t, "leak_test.go", "cleared")
 	cleanLine := testkit.MarkerLine(t, "leak_test.go", "stopped")
-	await(t, "the one cleanup left to run", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the one cleanup left to run", func() bool {
 		s, _ := siteByLine(w.siteList(), cleanLine)
 		return s.Executed == 1
 	})
@@ -225,7 +226,7 @@ func TestFinalizerReceivesItsObject(t *testing.T) {
 	w.SetFinalizer(mk('r'), func(o *thing) int { results <- "ret:" + string(o.buf[0]); return 1 })
 	w.SetFinalizer((*bare)(mk('n')), func(o named) { results <- "named:" + string((*bare)(o).buf[0]) })
 	seen := map[string]bool{}
-	await(t, "four finalizers", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "four finalizers", func() bool {
 		for {
 			select {
 			case r := <-results:
@@ -250,7 +251,7 @@ func TestFinalizerWithInterfaceParameter(t *testing.T) {
 	w := newWatcher(t)
 	ran := make(chan bool, 1)
 	w.SetFinalizer(&thing{}, func(c closer) { _, ok := c.(*thing); ran <- ok })
-	await(t, "the finalizer", func() bool { return len(ran) == 1 })
+	testkit.AwaitGC(t, 20*time.Second, "the finalizer", func() bool { return len(ran) == 1 })
 	if !<-ran {
 		t.Fatal("finalizer got the wrong object")
 	}
@@ -276,7 +277,7 @@ func TestNothingKeptAlive(t *testing.T) {
 			tt.register(o)
 			wp := weak.Make(o)
 			o = nil
-			await(t, "the object to be collected", func() bool { return wp.Value() == nil })
+			testkit.AwaitGC(t, 20*time.Second, "the object to be collected", func() bool { return wp.Value() == nil })
 		})
 	}
 }

@@ -1,9 +1,7 @@
 package finalizerwatch
 
 import (
-	"runtime"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 )
@@ -29,30 +27,12 @@ func newWatcher(t testing.TB, opts ...Option) *Watcher {
 	return w
 }
 
-// awaitCycles forces GC until both of w's clocks have advanced n cycles.
-func awaitCycles(t testing.TB, w *Watcher, n uint64) {
-	t.Helper()
+// clocksAdvanced returns, for testkit.AwaitGC, the condition that both of
+// w's GC clocks have advanced n cycles from where they are now.
+func clocksAdvanced(w *Watcher, n uint64) func() bool {
 	want := [2]uint64{w.cycleCount(KindFinalizer) + n, w.cycleCount(KindCleanup) + n}
-	deadline := time.Now().Add(20 * time.Second)
-	for w.cycleCount(KindFinalizer) < want[0] || w.cycleCount(KindCleanup) < want[1] {
-		if time.Now().After(deadline) {
-			t.Fatalf("GC clocks at %d/%d after 20s, want %d/%d", w.cycleCount(KindFinalizer), w.cycleCount(KindCleanup), want[0], want[1])
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond) // let the finalizer and cleanup goroutines run
-	}
-}
-
-// await polls cond, forcing GC, until it holds or the deadline passes.
-func await(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
+	return func() bool {
+		return w.cycleCount(KindFinalizer) >= want[0] && w.cycleCount(KindCleanup) >= want[1]
 	}
 }
 

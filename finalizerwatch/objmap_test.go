@@ -1,10 +1,12 @@
 package finalizerwatch
 
 import (
+	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 	"time"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // The address table against a Go map, through inserts, replacements and
@@ -165,9 +167,9 @@ func TestObjMapShrinksAfterTheBurst(t *testing.T) {
 		if got := slots(); got != peak {
 			t.Fatalf("round %d: drained table shrank from %d to %d slots within the cycle", round, peak, got)
 		}
-		awaitCycles(t, w, 1)
+		testkit.AwaitGC(t, 20*time.Second, "a GC cycle", clocksAdvanced(w, 1))
 	}
-	awaitCycles(t, w, 2)
+	testkit.AwaitGC(t, 20*time.Second, "2 GC cycles", clocksAdvanced(w, 2))
 	touched := map[*objShard]bool{}
 	for a := seqAddr(0); len(touched) < objShards; a += 1 << chunkShift { // touch every shard
 		touched[m.shard(objHash(a))] = true
@@ -247,25 +249,14 @@ func TestAddressTableShrinksWhenIdle(t *testing.T) {
 	// Every shard ends at most a quarter full's worth of slots above its
 	// entries (other tests' registrations may still be in it), or at the
 	// minimum size.
-	shrunk := func() (bool, int, int, int) {
+	shrunk := func() bool {
 		n, slots := objSlots()
 		for i := range slots {
 			if slots[i] > 1<<minShardBits && slots[i] > 8*n[i] {
-				return false, i, n[i], slots[i]
+				return false
 			}
 		}
-		return true, 0, 0, 0
+		return true
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ok, i, ni, si := shrunk()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shard %d still has %d slots for %d entries after 30 s of GC cycles (peak %d slots in all)", i, si, ni, total)
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond) // let the finalizer goroutine and the shrink pass run
-	}
+	testkit.AwaitGC(t, 30*time.Second, fmt.Sprintf("every shard back to its minimum size or a quarter full above its entries (peak %d slots in all)", total), shrunk)
 }

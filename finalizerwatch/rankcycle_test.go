@@ -1,7 +1,6 @@
 package finalizerwatch
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -34,19 +33,14 @@ func TestRankEachCycle(t *testing.T) {
 	}()
 
 	// Drive GC cycles until the loop has ranked.
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(20 * time.Second)
-	for waiting := true; waiting; {
+	testkit.AwaitGC(t, 20*time.Second, "RankEachCycle to rank", func() bool {
 		select {
 		case <-ranked:
-			waiting = false
-		case <-tick.C:
-			runtime.GC()
-		case <-deadline:
-			t.Fatal("RankEachCycle did not rank within 20s of GC cycles")
+			return true
+		default:
+			return false
 		}
-	}
+	})
 	// Stop the loop first, so that only the Read below can rank.
 	close(done)
 	select {

@@ -65,7 +65,7 @@ func TestRuntimeModeWrapperDroppedAtCaller(t *testing.T) {
 			// of the next cycle the dropping caller's.
 			rtWrapKeep(o, &kept)
 			c := Default.cycleCount(KindFinalizer)
-			testkit.Poll(t, 30*time.Second, "a GC cycle", func() bool { runtime.GC(); return Default.cycleCount(KindFinalizer) > c })
+			testkit.AwaitGC(t, 30*time.Second, "a GC cycle", func() bool { return Default.cycleCount(KindFinalizer) > c })
 			rtWrapDrop(o)
 			const n = 20
 			for range n {
@@ -78,8 +78,7 @@ func TestRuntimeModeWrapperDroppedAtCaller(t *testing.T) {
 				want, wrapper = n, 2
 			}
 			var keep, drop SiteStats
-			testkit.Poll(t, 30*time.Second, "the dropped files to be counted at their caller", func() bool {
-				runtime.GC()
+			testkit.AwaitGC(t, 30*time.Second, "the dropped files to be counted at their caller", func() bool {
 				s := rtSites()
 				keep, drop = s["rtWrapKeep"], s["rtWrapDrop"]
 				return drop.Dropped-before["rtWrapDrop"].Dropped >= want
@@ -123,8 +122,7 @@ func TestRuntimeModeDroppedRanksAsLeak(t *testing.T) {
 		rtRankDrop()
 	}
 	var top []SiteStats
-	testkit.Poll(t, 30*time.Second, "the dropped files counted, the cache stable", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 30*time.Second, "the dropped files counted, the cache stable", func() bool {
 		var sn Snapshot
 		Default.Read(&sn, ReadOptions{TopK: -1, Fresh: true})
 		top = sn.Kinds[KindFinalizer].Top

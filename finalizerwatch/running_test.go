@@ -3,7 +3,6 @@ package finalizerwatch
 import (
 	"math"
 	"reflect"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,40 +30,30 @@ func TestRunningNamesABlockingFinalizer(t *testing.T) {
 			close(release)
 		}
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.AwaitGC(t, 20*time.Second, "the blocking finalizer to start", func() bool {
 		select {
 		case <-started:
+			return true
 		default:
-			if time.Now().After(deadline) {
-				t.Fatal("the blocking finalizer did not start")
-			}
-			runtime.GC()
-			time.Sleep(time.Millisecond)
-			continue
+			return false
 		}
-		break
-	}
+	})
 	// It runs, and keeps running: For grows.
 	var first time.Duration
-	for {
+	testkit.Poll(t, 20*time.Second, "the running finalizer's For to grow", func() bool {
 		r := w.runningNow()
 		if len(r) != 1 || r[0].Site.Line != line || r[0].Kind != KindFinalizer {
 			t.Fatalf("Running = %+v, want the finalizer on line %d", r, line)
 		}
 		if first == 0 {
 			first = r[0].For
-		} else if r[0].For > first {
-			break
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("For stays at %v", first)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return r[0].For > first
+	})
 	close(release)
 	released = true
-	await(t, "the blocked finalizer and those behind it to finish", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the blocked finalizer and those behind it to finish", func() bool {
 		return len(w.runningNow()) == 0 && w.totals(KindFinalizer).Executed == 1001
 	})
 }
@@ -76,7 +65,7 @@ func TestRunningNamesABlockingCleanup(t *testing.T) {
 	defer close(release)
 	AddCleanupTo(w, &thing{}, func(int) { <-release }, 0) // marker: blocking-cleanup
 	line := testkit.MarkerLine(t, "running_test.go", "blocking-cleanup")
-	await(t, "the cleanup to run", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the cleanup to run", func() bool {
 		r := w.runningNow()
 		return len(r) == 1 && r[0].Site.Line == line && r[0].Kind == KindCleanup
 	})

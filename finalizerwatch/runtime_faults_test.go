@@ -117,8 +117,7 @@ func TestRuntimeModeCountsAcrossDetach(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Poll(t, 30*time.Second, "every finalizer and cleanup to run", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 30*time.Second, "every finalizer and cleanup to run", func() bool {
 		return finRan.Load() == n && cleanRan.Load() == n
 	})
 	// Registrations while detached are not counted.
@@ -179,8 +178,7 @@ func TestRuntimeModeReflectiveRegistration(t *testing.T) {
 			t.Log("last seen: " + last)
 		}
 	})
-	testkit.Poll(t, 30*time.Second, "the reflective registrations to be counted and run", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 30*time.Second, "the reflective registrations to be counted and run", func() bool {
 		s := rtSites()["rtFaultReflectSet"]
 		last = fmt.Sprintf("ran %d; ledger %+v", ran.Load(), s.Counts)
 		return ran.Load() == n && s.Registered == n && s.Executed == n
@@ -225,8 +223,7 @@ func TestRuntimeModeHugeResults(t *testing.T) {
 			t.Log("last seen: " + last)
 		}
 	})
-	testkit.Poll(t, 30*time.Second, "the finalizers with 64 KiB results to be counted and run", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 30*time.Second, "the finalizers with 64 KiB results to be counted and run", func() bool {
 		sites := rtSites()
 		s, c := sites["rtFaultHugeResults"], sites["rtFaultHugeCleared"]
 		last = fmt.Sprintf("ran %d; ledger %+v; cleared site %+v", ran.Load(), s.Counts, c.Counts)
@@ -259,8 +256,7 @@ func TestRuntimeModeNamesTheDroppedResource(t *testing.T) {
 			t.Logf("last seen: %+v", last)
 		}
 	})
-	testkit.Poll(t, 30*time.Second, "the dropped listeners to be counted", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 30*time.Second, "the dropped listeners to be counted", func() bool {
 		last = rtSites()["rtFaultListen"]
 		return last.Dropped >= n
 	})

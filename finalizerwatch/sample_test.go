@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/gcprobe/probe/internal/testkit"
 )
@@ -81,7 +82,7 @@ func TestStackSamplesEveryRegistration(t *testing.T) {
 
 	// Dropped, the objects' finalizers run and count under their stacks.
 	keep = nil
-	await(t, "sampled finalizers to run", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "sampled finalizers to run", func() bool {
 		var ex uint64
 		for _, s := range w.stackSamples(KindFinalizer) {
 			ex += s.Executed
@@ -105,10 +106,11 @@ func TestStackSamplesCleanups(t *testing.T) {
 	cleanupVia(w, &thing{})    // marker: dropped-cleanup
 	stopped := testkit.MarkerLine(t, "sample_test.go", "stopped-cleanup")
 	dropped := testkit.MarkerLine(t, "sample_test.go", "dropped-cleanup")
-	await(t, "the sampled cleanup to run", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the sampled cleanup to run", func() bool {
 		return samplesByCaller(t, w, KindCleanup)[dropped].Executed == 1
 	})
-	awaitStopsSettled(t) // a Stop counts cleared once it is known not to run
+	// A Stop counts cleared once it is known not to run.
+	testkit.AwaitGC(t, 20*time.Second, "the Stops settled", func() bool { return settleStops(false) == 0 })
 	got := samplesByCaller(t, w, KindCleanup)
 	if s := got[stopped]; s.Site.Line != site || s.Registered != 1 || s.Cleared != 1 || s.Executed != 0 || s.Outstanding != 0 {
 		t.Errorf("stopped cleanup's stack %+v, want site line %d with 1 registered and cleared", s, site)

@@ -109,21 +109,9 @@ func drain(t testing.TB) {
 	for range 4 {
 		runtime.GC()
 		mark := r.Read()
-		deadline := time.Now().Add(20 * time.Second)
-		for !r.Read().DrainedSince(mark) {
-			if time.Now().After(deadline) {
-				t.Fatal("finalizer and cleanup queues did not drain in 20s")
-			}
-			time.Sleep(time.Millisecond) // polling: the callbacks run on other goroutines
-		}
+		testkit.Poll(t, 20*time.Second, "the finalizer and cleanup queues to drain", func() bool { return r.Read().DrainedSince(mark) })
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for settleStops(false) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d Stops not settled in 20s", stops.len())
-		}
-		time.Sleep(time.Millisecond) // polling: the runtime's cleanup queue must be seen empty
-	}
+	testkit.Poll(t, 20*time.Second, "the Stops settled", func() bool { return settleStops(false) == 0 })
 }
 
 // Types the scenarios use. big is never tiny-allocated; tiny is.

@@ -1,6 +1,7 @@
 package finalizerwatch
 
 import (
+	"fmt"
 	"hash/maphash"
 	"math"
 	"slices"
@@ -31,13 +32,37 @@ import (
 // and reading them takes each entry's ring lock: that is the work that
 // belongs once per cycle, not once per scrape.
 
+// DefaultTopK is the default of every option that sets a ReadOptions.TopK
+// for a reader: promexporter.WithTopK, tracing.WithTopK and the probe's
+// WithTopK. Their DefaultTopK constants are this one under their own
+// names. (heapprofile's top lists are of heap-profile sites, not of the
+// ledger's: its WithTopK and DefaultTopK are its own; see its
+// documentation.)
+const DefaultTopK = 10
+
+// CheckTopK is the one limit of every option that sets a reader's top K
+// (promexporter.WithTopK, tracing.WithTopK, the probe's WithTopK): k must
+// be at least 1, since a reader asks Read for its top sites to show them.
+// (ReadOptions.TopK itself also takes 0, none, and a negative value,
+// every site.) It returns nil for a k an option may set, else an error
+// naming the option and the problem, "WithTopK: must be >= 1, got 0",
+// which each package prefixes with its own name.
+func CheckTopK(k int) error {
+	if k < 1 {
+		return fmt.Errorf("WithTopK: must be >= 1, got %d", k)
+	}
+	return nil
+}
+
 // ReadOptions say what Read puts in a Snapshot.
 type ReadOptions struct {
 	// TopK is how many sites Snapshot.Top holds: the K sites most likely
 	// to leak by the growth model, of either kind, best first; 0 for none.
 	// Negative means every site. This is the one meaning of "top K" in
-	// gcprobe: the Prometheus exporter's site series, the Report, the
-	// leak-report spans and the live page all show these K.
+	// gcprobe, and Read the one place that cuts the ranking to K: the
+	// Prometheus exporter's site series, the Report, the leak-report spans
+	// and the live page all show the Top this Read returns, as it is.
+	// DefaultTopK is the readers' default, CheckTopK their options' limit.
 	TopK int
 	// Stacks fills Stack and PCs of the Top sites (symbolized once per
 	// stack, then cached).

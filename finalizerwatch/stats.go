@@ -64,8 +64,8 @@ type Counter struct {
 	// Resource), so that it costs a scrape nothing where nothing happened.
 	Sparse bool
 	// Summary marks the counters that the Report's tables and the pprof
-	// profile show; every counter is a Prometheus series and a span
-	// attribute.
+	// profile show (SummaryCounters); every counter is a Prometheus series
+	// and a span attribute.
 	Summary bool
 	// Value reads the counter from c.
 	Value func(c *Counts) uint64
@@ -99,6 +99,19 @@ const NumCounters = 6
 // Counters returns the description of every counter of Counts, in the
 // order of its fields.
 func Counters() [NumCounters]Counter { return counters }
+
+// SummaryCounters returns the Summary counters of Counters, in its order:
+// the Report's columns and the pprof profile's first sample types are
+// made from it, so a counter marked Summary reaches both.
+func SummaryCounters() []Counter {
+	var sum []Counter
+	for _, c := range counters {
+		if c.Summary {
+			sum = append(sum, c)
+		}
+	}
+	return sum
+}
 
 // Add adds o to c, counter by counter.
 func (c *Counts) Add(o Counts) {

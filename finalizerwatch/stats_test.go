@@ -49,3 +49,20 @@ func TestCountersDescribeEveryCount(t *testing.T) {
 		}
 	}
 }
+
+// SummaryCounters are the Summary rows of Counters, in its order.
+func TestSummaryCounters(t *testing.T) {
+	var want []string
+	for _, c := range Counters() {
+		if c.Summary {
+			want = append(want, c.Name)
+		}
+	}
+	var got []string
+	for _, c := range SummaryCounters() {
+		got = append(got, c.Name)
+	}
+	if !reflect.DeepEqual(got, want) || len(got) == 0 {
+		t.Errorf("SummaryCounters are %q, want the Summary counters %q", got, want)
+	}
+}

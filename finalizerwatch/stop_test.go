@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // Cleanup.Stop on a cleanup that the runtime has already queued does not
@@ -24,7 +26,7 @@ func TestStopOfAQueuedCleanupNeverUncounts(t *testing.T) {
 		}
 	})
 	runtime.AddCleanup(&big{}, func(int) { close(blocking); <-release }, 0)
-	await(t, "the blocking cleanup", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the blocking cleanup", func() bool {
 		select {
 		case <-blocking:
 			return true
@@ -62,7 +64,7 @@ func TestStopOfAQueuedCleanupNeverUncounts(t *testing.T) {
 	}
 	released.Store(true)
 	close(release)
-	await(t, "the stopped cleanup's run", func() bool { return ran.Load() == 1 })
+	testkit.AwaitGC(t, 20*time.Second, "the stopped cleanup's run", func() bool { return ran.Load() == 1 })
 	drain(t)
 	if tot := check("ran"); tot.Executed != 1 || tot.Cleared != 0 || tot.Outstanding != 0 {
 		t.Fatalf("after the run: %+v, want executed 1, cleared 0, outstanding 0", tot)
@@ -79,7 +81,7 @@ func TestStopSettlesAsCleared(t *testing.T) {
 	for range n {
 		AddCleanupTo(w, o, func(int) { ran.Add(1) }, 0).Stop()
 	}
-	await(t, "the Stops settled", func() bool { return w.totals(KindCleanup).Cleared == n })
+	testkit.AwaitGC(t, 20*time.Second, "the Stops settled", func() bool { return w.totals(KindCleanup).Cleared == n })
 	runtime.KeepAlive(o)
 	if tot := w.totals(KindCleanup); tot.Outstanding != 0 || tot.Executed != 0 || stops.len() != 0 {
 		t.Fatalf("%+v with %d Stops waiting; want %d cleared, nothing else", tot, stops.len(), n)
@@ -89,12 +91,4 @@ func TestStopSettlesAsCleared(t *testing.T) {
 	if ran.Load() != 0 {
 		t.Fatalf("%d stopped cleanups ran", ran.Load())
 	}
-}
-
-// awaitStopsSettled waits until every Stop made so far is settled (see
-// settleStops), forcing GC cycles, so that the runtime's cleanup queue
-// empties.
-func awaitStopsSettled(t testing.TB) {
-	t.Helper()
-	await(t, "the Stops settled", func() bool { return settleStops(false) == 0 })
 }

@@ -139,6 +139,31 @@
 // stack, and per read a few additions per matching bucket (the benchmark
 // has cases with four).
 //
+// # Top lists: a K of their own
+//
+// Allocating and Growing hold at most WithTopK sites each (DefaultTopK,
+// 10). That K is not the one of gcprobe's other readers
+// (finalizerwatch.DefaultTopK, the probe's WithTopK), on purpose:
+//
+//   - It ranks other things: heap-profile sites by the bytes they
+//     allocated over the window or grew over the latest windows, where the
+//     ledger's top K ranks finalizer and cleanup sites by the leak model.
+//     A bound on how many finalizer sites get series of their own says
+//     nothing about how many allocating lines are worth naming.
+//   - The profiler makes its cut itself, at each read, and this package
+//     neither reads the ledger nor imports finalizerwatch: a program can
+//     run a Profiler without a Watcher.
+//   - It has a ceiling, MaxTopK: each read inserts every site into both
+//     lists at up to K steps a site, so K is paid per read, times the
+//     profile's sites; the ledger's K has no ceiling (a probe's WithTopK
+//     of a million is valid), so the probe does not forward it here.
+//
+// Each reader of the lists bounds what it shows itself: the Prometheus
+// exporter at most its own top K of each list (its cardinality bound,
+// promexporter.WithTopK), the probe's Report and the reconcile spans the
+// first few sites, the allocs profile every site the lists hold. Set this
+// K with WithTopK, in a probe through probe.WithHeapProfileOptions.
+//
 // # Concurrency
 //
 // All exported functions and methods are safe for concurrent use unless

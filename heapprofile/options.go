@@ -22,7 +22,10 @@ const (
 	// Snapshot.Skipped) and the bound is raised for the next read, up to
 	// BoundCeiling times this (18 MiB).
 	DefaultMaxBuckets = 16384
-	// DefaultTopK is how many sites each top list holds (WithTopK).
+	// DefaultTopK is how many sites each top list holds (WithTopK). It
+	// is 10 as finalizerwatch.DefaultTopK is, but not that constant: the
+	// lists rank heap-profile sites, not the ledger's (see "Top lists: a
+	// K of their own" in the package documentation).
 	DefaultTopK = 10
 	// MaxTopK bounds WithTopK.
 	MaxTopK = 1000

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 func TestCollect(t *testing.T) {
@@ -91,7 +93,7 @@ func TestStartRegistersAndUnregisters(t *testing.T) {
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan error, 1)
 	go func() { done <- w.Start(ctx) }()
-	eventually(t, 5*time.Second, "the collector registered", func() bool {
+	testkit.Poll(t, 5*time.Second, "the collector registered", func() bool {
 		return reg.Unregister(w) && reg.Register(w) == nil
 	})
 

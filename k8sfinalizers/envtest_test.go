@@ -175,7 +175,7 @@ func TestEnvtestStuckFinalizer(t *testing.T) {
 
 	// The quick finalizer is removed by the reconciler, the plain object
 	// goes at once; the stuck one stays.
-	eventually(t, 30*time.Second, "the quick finalizer's removal and the stuck object's count", func() bool {
+	testkit.Poll(t, 30*time.Second, "the quick finalizer's removal and the stuck object's count", func() bool {
 		q, _ := stat(w, configMaps, quickFinalizer)
 		s, _ := stat(w, configMaps, stuckFinalizer)
 		return q.Removals == 1 && q.Terminating == 0 && s.Terminating == 1
@@ -192,13 +192,13 @@ func TestEnvtestStuckFinalizer(t *testing.T) {
 
 	// Its age grows.
 	first, _ := stat(w, configMaps, stuckFinalizer)
-	eventually(t, 10*time.Second, "the stuck object's age to grow", func() bool {
+	testkit.Poll(t, 10*time.Second, "the stuck object's age to grow", func() bool {
 		s, _ := stat(w, configMaps, stuckFinalizer)
 		return s.Oldest >= first.Oldest+time.Second
 	})
 
 	// It is reported once, with its namespace and name.
-	eventually(t, 10*time.Second, "the stuck object's log line", func() bool {
+	testkit.Poll(t, 10*time.Second, "the stuck object's log line", func() bool {
 		return strings.Contains(logs.String(), `"namespace":"`+ns+`","name":"stuck"`)
 	})
 
@@ -224,14 +224,14 @@ gcprobe_k8s_terminating_objects{finalizer=%q,group="",kind="ConfigMap",version="
 	if err := c.Patch(ctx, cur, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the stuck finalizer's removal", func() bool {
+	testkit.Poll(t, 30*time.Second, "the stuck finalizer's removal", func() bool {
 		s, _ := stat(w, configMaps, stuckFinalizer)
 		return s.Terminating == 0 && s.Removals == 1
 	})
 	if s, _ := stat(w, configMaps, stuckFinalizer); s.RemovalTime < stuckAfter {
 		t.Errorf("removal time %v, want at least the %v it was stuck", s.RemovalTime, stuckAfter)
 	}
-	eventually(t, 10*time.Second, "the release log line", func() bool {
+	testkit.Poll(t, 10*time.Second, "the release log line", func() bool {
 		return strings.Contains(logs.String(), "removed from a stuck object")
 	})
 	if n := strings.Count(logs.String(), "stuck terminating"); n != 1 {

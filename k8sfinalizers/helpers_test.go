@@ -79,19 +79,6 @@ func obj(gvk schema.GroupVersionKind, ns, name string, deleted time.Time, finali
 	return o
 }
 
-// eventually polls cond every few milliseconds until it holds or the
-// deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
 // stat returns the Stat of (gvk, finalizer) and whether there is one.
 func stat(w *Watcher, gvk schema.GroupVersionKind, finalizer string) (Stat, bool) {
 	for _, s := range w.Stats() {

@@ -180,7 +180,7 @@ func TestStartChecksOnTick(t *testing.T) {
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan error, 1)
 	go func() { done <- w.Start(ctx) }()
-	eventually(t, 5*time.Second, "Start's ticker", clk.HasWaiters)
+	testkit.Poll(t, 5*time.Second, "Start's ticker", clk.HasWaiters)
 	clk.Step(time.Minute)
 	select {
 	case s := <-r.stuck:

@@ -23,7 +23,11 @@ import (
 var ErrAlreadyRegistered = errors.New("k8sfinalizers: a collector of these series is already registered on this registerer")
 
 // Errors wrapped by Start; the same values as the root package's (and
-// memstats' and tracing's), so errors.Is works with any of them.
+// memstats' and tracing's), so errors.Is works with any of them. Their one
+// source is internal/lifecycle, as the root package's is: naming
+// probe.ErrRunning here instead would link the whole probe (its
+// exporters, OpenTelemetry, the pprof encoder) into every user of this
+// module for two values it already shares.
 var (
 	// ErrRunning is wrapped by the error of Start while the watcher's
 	// Start already runs.

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // finObj carries a test finalizer. The pointer field keeps it out of the
@@ -47,20 +49,6 @@ func (r *recorder) saw(detector string, firing bool) bool {
 	return false
 }
 
-// pollGC is poll with a GC cycle per iteration, at most every 50ms: the
-// sentinels only move when cycles end.
-func pollGC(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	last := time.Time{}
-	poll(t, within, what, func() bool {
-		if time.Since(last) >= 50*time.Millisecond {
-			runtime.GC()
-			last = time.Now()
-		}
-		return cond()
-	})
-}
-
 // TestSlowFinalizersBackUpTheQueue: one burst of 2 000 finalizers of 8ms
 // each (16s of work) backs the real runtime's finalizer queue up, nothing
 // else registered. No GC cycle is forced after the one that queues them, so
@@ -90,7 +78,7 @@ func TestSlowFinalizersBackUpTheQueue(t *testing.T) {
 	runtime.GC() // queues them all
 	start := time.Now()
 
-	poll(t, 3*time.Second, "queue_latency to fire", func() bool {
+	testkit.Poll(t, 3*time.Second, "queue_latency to fire", func() bool {
 		return rec.saw(DetectorQueueLatency, true)
 	})
 	sn := s.Snapshot()
@@ -98,16 +86,16 @@ func TestSlowFinalizersBackUpTheQueue(t *testing.T) {
 		time.Since(start).Round(time.Millisecond), sn.Finalizers.Length, sn.Finalizers.Latency,
 		sn.Finalizers.Backlog, sn.Finalizers.SentinelLatency, sn.Finalizers.DrainPerSecond)
 
-	poll(t, 5*time.Second, "finalizer_queue_stalled to fire", func() bool {
+	testkit.Poll(t, 5*time.Second, "finalizer_queue_stalled to fire", func() bool {
 		return rec.saw(DetectorQueueStalled, true)
 	})
 	t.Logf("finalizer_queue_stalled fired after %v", time.Since(start).Round(time.Millisecond))
-	poll(t, 20*time.Second, "finalizer_queue_stalled to resolve", func() bool {
+	testkit.Poll(t, 20*time.Second, "finalizer_queue_stalled to resolve", func() bool {
 		return rec.saw(DetectorQueueStalled, false)
 	})
 	t.Logf("finalizer_queue_stalled resolved after %v: length %d", time.Since(start).Round(time.Millisecond), s.Snapshot().Finalizers.Length)
 
-	poll(t, 40*time.Second, "the queue to drain and the detector to resolve", func() bool {
+	testkit.Poll(t, 40*time.Second, "the queue to drain and the detector to resolve", func() bool {
 		sn := s.Snapshot()
 		return sn.Finalizers.Length == 0 && rec.saw(DetectorQueueLatency, false)
 	})
@@ -148,8 +136,7 @@ func TestBlockedFinalizerStallsTheQueue(t *testing.T) {
 
 	blocking := make(chan struct{})
 	runtime.SetFinalizer(&finObj{}, func(*finObj) { close(blocking); <-release })
-	poll(t, 10*time.Second, "the blocking finalizer to run", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "the blocking finalizer to run", func() bool {
 		select {
 		case <-blocking:
 			return true
@@ -162,14 +149,15 @@ func TestBlockedFinalizerStallsTheQueue(t *testing.T) {
 	}
 	runtime.GC()
 
-	poll(t, 10*time.Second, "finalizer_queue_stalled to fire", func() bool {
+	testkit.Poll(t, 10*time.Second, "finalizer_queue_stalled to fire", func() bool {
 		return rec.saw(DetectorQueueStalled, true)
 	})
 	if sn := s.Snapshot(); sn.Finalizers.Length <= DefaultQueueStalledLength {
 		t.Fatalf("stalled with a queue of %d", sn.Finalizers.Length)
 	}
 	unblock()
-	pollGC(t, 10*time.Second, "finalizer_queue_stalled to resolve", func() bool {
+	// The sentinels only move when cycles end.
+	testkit.AwaitGC(t, 10*time.Second, "finalizer_queue_stalled to resolve", func() bool {
 		return rec.saw(DetectorQueueStalled, false) && s.Snapshot().Finalizers.Length < 100
 	})
 }

@@ -16,20 +16,8 @@ import (
 
 	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/internal/lifecycle/lifecycletest"
+	"github.com/gcprobe/probe/internal/testkit"
 )
-
-// poll calls cond until it holds or the deadline passes. The short sleep
-// only paces the loop; the deadline is what the test waits on.
-func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 func TestMetricNamesSupported(t *testing.T) {
 	known := map[string]bool{}
@@ -287,11 +275,11 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- s.Run(ctx) }()
-	poll(t, 5*time.Second, "the first round", func() bool { return samples() >= 1 })
+	testkit.Poll(t, 5*time.Second, "the first round", func() bool { return samples() >= 1 })
 	for range 3 {
 		n := samples()
 		clk.Advance(time.Second)
-		poll(t, 5*time.Second, "a round per tick", func() bool { return samples() > n })
+		testkit.Poll(t, 5*time.Second, "a round per tick", func() bool { return samples() > n })
 	}
 	cancel()
 	if err := <-errc; err != nil {
@@ -341,11 +329,11 @@ func TestWakesOnGC(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	poll(t, 5*time.Second, "the first round", func() bool { return s.Snapshot().Samples >= 1 })
-	poll(t, 10*time.Second, "sentinel runs after GC cycles", func() bool {
-		n := s.Snapshot().Samples
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
+	testkit.Poll(t, 5*time.Second, "the first round", func() bool { return s.Snapshot().Samples >= 1 })
+	// With an hour's interval, every round after the first is a GC
+	// cycle's: its sentinels woke the sampler.
+	n := s.Snapshot().Samples
+	testkit.AwaitGC(t, 10*time.Second, "sentinel runs after GC cycles", func() bool {
 		sn := s.Snapshot()
 		return sn.Samples > n && sn.Finalizers.SentinelLatency > 0 && sn.Cleanups.SentinelLatency > 0
 	})
@@ -366,16 +354,8 @@ func TestSentinelRunsCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Stop()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testkit.AwaitGC(t, 20*time.Second, "two sentinel runs of each kind", func() bool {
 		f, c := s.SentinelRuns()
-		if f >= 2 && c >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sentinel runs %d/%d after 20s of GC", f, c)
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
+		return f >= 2 && c >= 2
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 func TestQueuedBy(t *testing.T) {
@@ -121,10 +123,8 @@ func queuesDrained() bool {
 // settle runs GC cycles until both queues are empty.
 func settle(t *testing.T) {
 	t.Helper()
-	poll(t, 10*time.Second, "finalizer and cleanup queues to drain", func() bool {
-		runtime.GC()
-		return queuesDrained()
-	})
+	runtime.GC() // one cycle at least, even if the queues are empty now
+	testkit.AwaitGC(t, 10*time.Second, "finalizer and cleanup queues to drain", queuesDrained)
 }
 
 // TestStoppedSentinelDoesNotRearm: after Stop, the chains end. A sentinel
@@ -141,8 +141,7 @@ func TestStoppedSentinelDoesNotRearm(t *testing.T) {
 	s.mu.Lock()
 	st := s.sent
 	s.mu.Unlock()
-	poll(t, 10*time.Second, "both chains to re-arm", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "both chains to re-arm", func() bool {
 		return st.fin.runs.Load() >= 2 && st.cln.runs.Load() >= 2
 	})
 	s.Stop()
@@ -181,8 +180,7 @@ func TestSentinelDoesNotKeepSamplerAlive(t *testing.T) {
 		s.Stop()
 		runtime.AddCleanup(s, func(ch chan struct{}) { close(ch) }, collected)
 	}()
-	poll(t, 10*time.Second, "the stopped Sampler to be collected", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "the stopped Sampler to be collected", func() bool {
 		select {
 		case <-collected:
 			return true

@@ -68,8 +68,7 @@ func TestNoStopTheWorld(t *testing.T) {
 	}
 	// The sentinels run on the finalizer goroutine, which a loaded host
 	// may not have scheduled yet: wait for a latency, with a deadline.
-	testkit.Poll(t, 10*time.Second, "a sentinel's latency", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "a sentinel's latency", func() bool {
 		s.Sample()
 		return s.Snapshot().Finalizers.SentinelLatency != 0
 	})

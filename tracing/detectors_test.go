@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -23,7 +24,7 @@ func TestDetectorSpan(t *testing.T) {
 	// Sample runs the round, and the subscribed handler, on this
 	// goroutine; the span is made by the reporter's.
 	s.Sample()
-	poll(t, "a gcprobe.detector span", func() bool { return len(spansNamed(rec, "gcprobe.detector")) > 0 })
+	testkit.Poll(t, 20*time.Second, "a gcprobe.detector span", func() bool { return len(spansNamed(rec, "gcprobe.detector")) > 0 })
 
 	span := spansNamed(rec, "gcprobe.detector")[0]
 	a := attrs(t, span.Attributes())

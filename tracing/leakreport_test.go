@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/ledgertest"
@@ -67,7 +68,7 @@ func TestLeakReportNamesPlantedLeak(t *testing.T) {
 	finLine := testkit.MarkerLine(t, "leakreport_test.go", "finalizer-leak")
 	clnLine := testkit.MarkerLine(t, "leakreport_test.go", "cleanup-leak")
 	churnLine := testkit.MarkerLine(t, "leakreport_test.go", "churn")
-	await(t, "planted sites to become suspects and churn to drain", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "planted sites to become suspects and churn to drain", func() bool {
 		return siteOn(w, finLine).Suspect == 5 && siteOn(w, clnLine).Suspect == 3 &&
 			siteOn(w, churnLine).Executed == 100
 	})
@@ -326,7 +327,7 @@ func TestRuntimeModeLeakReportNamesDroppedFile(t *testing.T) {
 	openAndDrop(t)
 	tp, rec := newRecorder(t)
 	r := newReporter(t, WithTracerProvider(tp), WithWatcher(w))
-	await(t, "the dropped file's event", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the dropped file's event", func() bool {
 		r.ReportNow(context.Background())
 		reports := spansNamed(rec, SpanLeakReport)
 		for _, e := range reports[len(reports)-1].Events() {

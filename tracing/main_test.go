@@ -3,9 +3,7 @@ package tracing
 import (
 	"context"
 	"reflect"
-	"runtime"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -84,33 +82,6 @@ func attrs(t testing.TB, kvs []attribute.KeyValue) map[string]any {
 		m[string(kv.Key)] = kv.Value.AsInterface()
 	}
 	return m
-}
-
-// await forces GC cycles until cond holds, failing after a deadline.
-func await(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 20s waiting for %s", what)
-		}
-		runtime.GC()
-		// Give the finalizer and cleanup goroutines, which advance the
-		// watcher's clocks, a chance to run before the next check.
-		runtime.Gosched()
-	}
-}
-
-// poll waits for cond without forcing GC, failing after a deadline.
-func poll(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 20s waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // a polling interval, not synchronisation
-	}
 }
 
 // assertAttrs fails unless got holds exactly the attributes of want.

@@ -18,8 +18,9 @@ const (
 	// gcprobe.leak_report span (WithLeakReportInterval).
 	DefaultLeakReportInterval = time.Minute
 	// DefaultTopK is how many sites a leak report describes at most
-	// (WithTopK).
-	DefaultTopK = 10
+	// (WithTopK): finalizerwatch.DefaultTopK, the one default of a
+	// reader's top K.
+	DefaultTopK = finalizerwatch.DefaultTopK
 	// DefaultPauseThreshold is the shortest GC pause that gets a
 	// gcprobe.gc_pause span (WithPauseThreshold).
 	DefaultPauseThreshold = 10 * time.Millisecond
@@ -166,11 +167,13 @@ func WithPausePollInterval(d time.Duration) Option {
 }
 
 // WithTopK sets how many sites a leak report describes at most (default
-// DefaultTopK). k must be at least 1.
+// DefaultTopK): the top K of finalizerwatch's Read, which the report
+// describes as Read returns them. k must be at least 1
+// (finalizerwatch.CheckTopK).
 func WithTopK(k int) Option {
 	return func(c *config) error {
-		if k < 1 {
-			return fmt.Errorf("tracing: WithTopK: must be >= 1, got %d", k)
+		if err := finalizerwatch.CheckTopK(k); err != nil {
+			return fmt.Errorf("tracing: %w", err)
 		}
 		c.topK = k
 		return nil

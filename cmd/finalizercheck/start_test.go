@@ -208,6 +208,7 @@ func findSite(d map[string]any, file string, line int) map[string]any {
 
 // poll calls f until it returns nil or the deadline passes; then it fails
 // with f's last error.
+// Not testkit.PollEvery: this module requires nothing of the root module, whose internal packages it would otherwise import.
 func poll(t *testing.T, d time.Duration, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(d)

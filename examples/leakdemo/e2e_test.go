@@ -45,16 +45,13 @@ func startPacedDemo(t *testing.T, topK int, pace queuePacer) (base string, out *
 		}
 	})
 	re := regexp.MustCompile(`serving (http://[0-9.:]+)/metrics`)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(out.String()); m != nil {
-			return m[1], out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("demo printed no address:\n%s", out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var m []string
+	testkit.PollEvery(t, 10*time.Second, 10*time.Millisecond, "the demo to print its address", func() (bool, string) {
+		printed := out.String()
+		m = re.FindStringSubmatch(printed)
+		return m != nil, printed
+	})
+	return m[1], out
 }
 
 // markerLine returns the line of main.go carrying the comment marker.
@@ -150,13 +147,12 @@ func TestDemoFindsPlantedLeaks(t *testing.T) {
 		}
 		return false
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for !tableOK(lastTable(out.String())) {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 90s the table does not lead with the growing leaks %v and show the cache %s as stable:\n%s", leaks, cache, out.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.PollEvery(t, 90*time.Second, 100*time.Millisecond,
+		fmt.Sprintf("the table to lead with the growing leaks %v and show the cache %s as stable", leaks, cache),
+		func() (bool, string) {
+			printed := out.String()
+			return tableOK(lastTable(printed)), printed
+		})
 	table := out.String()
 	if !strings.Contains(table, "go tool pprof -top -lines "+base+"/debug/pprof/finalizers") {
 		t.Errorf("the demo does not print the pprof command")
@@ -166,68 +162,60 @@ func TestDemoFindsPlantedLeaks(t *testing.T) {
 	}
 
 	// /metrics: both leaks growing, the cache stable with all its suspects.
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		metrics := string(get(t, base+"/metrics"))
-		ok := true
-		for _, w := range leaks {
-			if !regexp.MustCompile(`gcprobe_finalizers_growing\{[^}]*site="[^"]*` + regexp.QuoteMeta(w) + `"[^}]*\} 1\n`).MatchString(metrics) {
+	testkit.PollEvery(t, 60*time.Second, 200*time.Millisecond,
+		fmt.Sprintf("/metrics to show %v growing and %s stable with 3000 suspects", leaks, cache),
+		func() (bool, string) {
+			metrics := string(get(t, base+"/metrics"))
+			ok := true
+			for _, w := range leaks {
+				if !regexp.MustCompile(`gcprobe_finalizers_growing\{[^}]*site="[^"]*` + regexp.QuoteMeta(w) + `"[^}]*\} 1\n`).MatchString(metrics) {
+					ok = false
+				}
+			}
+			if !regexp.MustCompile(`gcprobe_finalizers_growing\{kind="finalizer",site="[^"]*`+regexp.QuoteMeta(cache)+`"\} 0\n`).MatchString(metrics) ||
+				!regexp.MustCompile(`gcprobe_finalizers_suspect_objects\{kind="finalizer",site="[^"]*`+regexp.QuoteMeta(cache)+`"\} 3000\n`).MatchString(metrics) {
 				ok = false
 			}
-		}
-		if !regexp.MustCompile(`gcprobe_finalizers_growing\{kind="finalizer",site="[^"]*`+regexp.QuoteMeta(cache)+`"\} 0\n`).MatchString(metrics) ||
-			!regexp.MustCompile(`gcprobe_finalizers_suspect_objects\{kind="finalizer",site="[^"]*`+regexp.QuoteMeta(cache)+`"\} 3000\n`).MatchString(metrics) {
-			ok = false
-		}
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s /metrics does not show %v growing and %s stable with 3000 suspects:\n%s", leaks, cache,
-				grepLines(metrics, "gcprobe_finalizers_growing")+grepLines(metrics, "suspect_objects"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+			return ok, grepLines(metrics, "gcprobe_finalizers_growing") + grepLines(metrics, "suspect_objects")
+		})
 
 	// The profile is valid, and its default view (go tool pprof -top
 	// -lines, as the demo prints it) lists the two leaking lines first and
 	// not the cache. (In a test binary the demo's functions are named by
 	// import path, not main.)
-	deadline = time.Now().Add(60 * time.Second)
-	for {
-		raw := get(t, base+"/debug/pprof/finalizers")
-		p, err := profile.ParseData(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CheckValid(); err != nil {
-			t.Fatal(err)
-		}
-		if p.DefaultSampleType != "leaked" {
-			t.Fatalf("default sample type %q, want leaked", p.DefaultSampleType)
-		}
-		file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
-		if err := os.WriteFile(file, raw, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		top, err := exec.Command("go", "tool", "pprof", "-top", "-lines", file).CombinedOutput()
-		if err != nil {
-			t.Fatalf("go tool pprof -top -lines: %v\n%s", err, top)
-		}
-		rows := pprofRows(string(top))
-		if len(rows) >= 2 && !strings.Contains(string(top), cache) &&
-			(strings.Contains(rows[0], leaks[0]) && strings.Contains(rows[1], leaks[1]) ||
-				strings.Contains(rows[0], leaks[1]) && strings.Contains(rows[1], leaks[0])) {
-			if !strings.Contains(string(top), "sessions.func1") || !strings.Contains(string(top), "buffers.func1") {
-				t.Errorf("go tool pprof -top -lines does not name the leaking functions:\n%s", top)
+	testkit.PollEvery(t, 60*time.Second, 500*time.Millisecond,
+		fmt.Sprintf("go tool pprof -top -lines to list %v first, without %s", leaks, cache),
+		func() (bool, string) {
+			raw := get(t, base+"/debug/pprof/finalizers")
+			p, err := profile.ParseData(raw)
+			if err != nil {
+				t.Fatal(err)
 			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 60s go tool pprof -top -lines does not list %v first, without %s:\n%s", leaks, cache, top)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+			if err := p.CheckValid(); err != nil {
+				t.Fatal(err)
+			}
+			if p.DefaultSampleType != "leaked" {
+				t.Fatalf("default sample type %q, want leaked", p.DefaultSampleType)
+			}
+			file := filepath.Join(t.TempDir(), "finalizers.pb.gz")
+			if err := os.WriteFile(file, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			top, err := exec.Command("go", "tool", "pprof", "-top", "-lines", file).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go tool pprof -top -lines: %v\n%s", err, top)
+			}
+			rows := pprofRows(string(top))
+			if len(rows) >= 2 && !strings.Contains(string(top), cache) &&
+				(strings.Contains(rows[0], leaks[0]) && strings.Contains(rows[1], leaks[1]) ||
+					strings.Contains(rows[0], leaks[1]) && strings.Contains(rows[1], leaks[0])) {
+				if !strings.Contains(string(top), "sessions.func1") || !strings.Contains(string(top), "buffers.func1") {
+					t.Errorf("go tool pprof -top -lines does not name the leaking functions:\n%s", top)
+				}
+				return true, ""
+			}
+			return false, string(top)
+		})
 }
 
 // pprofRows returns the rows of go tool pprof -top's table.
@@ -249,8 +237,7 @@ func TestDemoTopKHoldsTheLeaks(t *testing.T) {
 		"cleanup":   fmt.Sprintf("main.go:%d", markerLine(t, "leak: cleanup")),
 	}
 	re := regexp.MustCompile(`gcprobe_finalizers_growing\{kind="(\w+)",site="([^"]*)"\} (\d+)\n`)
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testkit.PollEvery(t, 90*time.Second, 200*time.Millisecond, fmt.Sprintf("the top-2 series to be the growing leaks %v", want), func() (bool, string) {
 		metrics := string(get(t, base+"/metrics"))
 		got := map[string]string{}
 		for _, m := range re.FindAllStringSubmatch(metrics, -1) {
@@ -262,15 +249,8 @@ func TestDemoTopKHoldsTheLeaks(t *testing.T) {
 		for kind, w := range want {
 			ok = ok && strings.HasSuffix(got[kind], "/"+w)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 90s the top-2 series are not the growing leaks %v:\n%s", want,
-				grepLines(metrics, "gcprobe_finalizers_growing")+grepLines(metrics, "suspect_objects"))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return ok, grepLines(metrics, "gcprobe_finalizers_growing") + grepLines(metrics, "suspect_objects")
+	})
 }
 
 func grepLines(s, sub string) string {
@@ -288,18 +268,11 @@ func TestDemoMetricsPassPromtool(t *testing.T) {
 	promtool := tool(t, "GCPROBE_PROMTOOL", "promtool")
 	base, _ := startDemo(t, 10)
 	// Let some sites, suspects and pauses appear first.
-	deadline := time.Now().Add(30 * time.Second)
 	var metrics []byte
-	for {
+	testkit.PollEvery(t, 30*time.Second, 200*time.Millisecond, "per-site series", func() (bool, string) {
 		metrics = get(t, base+"/metrics")
-		if bytes.Contains(metrics, []byte("gcprobe_finalizer_duration_seconds_bucket")) && bytes.Contains(metrics, []byte(`kind="cleanup"`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no per-site series after 30s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return bytes.Contains(metrics, []byte("gcprobe_finalizer_duration_seconds_bucket")) && bytes.Contains(metrics, []byte(`kind="cleanup"`)), ""
+	})
 	cmd := exec.Command(promtool, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(metrics)
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -342,9 +315,8 @@ func TestPrometheusFindsPlantedLeak(t *testing.T) {
 	// a site is growing once its new highs span the demo's suspect age in
 	// that clock's cycles: on a loaded machine, with -race, the queue can
 	// stay stalled for two minutes (seen in a whole .ci/run).
-	deadline := time.Now().Add(240 * time.Second)
 	var last map[string]string
-	for {
+	testkit.PollEvery(t, 240*time.Second, 500*time.Millisecond, fmt.Sprintf("Prometheus to answer %s with %v", query, want), func() (bool, string) {
 		if got, ok := promQuery(t, promAddr, query); ok {
 			last = got
 			match := len(got) == len(want)
@@ -352,14 +324,11 @@ func TestPrometheusFindsPlantedLeak(t *testing.T) {
 				match = match && w.MatchString(got[kind])
 			}
 			if match {
-				return
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Prometheus answers %s with %v after 240s, want %v; its log:\n%s", query, last, want, log.String())
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("answers %v; its log:\n%s", last, log.String())
+	})
 }
 
 func freeAddr(t *testing.T) string {

@@ -95,13 +95,10 @@ func TestDemoQueue(t *testing.T) {
 
 	wait := func(within time.Duration, what string, cond func([]string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for !cond(tables(out.String())) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s after %v; output:\n%s", what, within, out.String())
-			}
-			time.Sleep(50 * time.Millisecond) // paces the poll; the deadline bounds it
-		}
+		testkit.PollEvery(t, within, 50*time.Millisecond, what, func() (bool, string) {
+			printed := out.String()
+			return cond(tables(printed)), printed
+		})
 		t.Logf("%s after %v", what, time.Since(start).Round(100*time.Millisecond))
 	}
 	firing := func(tb, detector string) bool {
@@ -130,22 +127,17 @@ func TestDemoQueue(t *testing.T) {
 	// finalizer_blocked firing, and a table must name it.
 	running := regexp.MustCompile(`(?m)^gcprobe_finalizer_running_seconds\{kind="finalizer",site="\S*\.blockOnce \S*/queue\.go:` + line + `"\} ([0-9.e+]+)$`)
 	var metrics string
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	testkit.PollEvery(t, 90*time.Second, 50*time.Millisecond, "/metrics to show the blocker running over 1s with finalizer_blocked firing", func() (bool, string) {
 		metrics = string(get(t, base+"/metrics"))
 		m := running.FindStringSubmatch(metrics)
 		if m != nil && strings.Contains(metrics, `gcprobe_detector_firing{detector="finalizer_blocked"} 1`) {
 			if v, _ := strconv.ParseFloat(m[1], 64); v >= 1 {
 				t.Logf("/metrics: blocker running for %ss, finalizer_blocked firing, after %v", m[1], time.Since(start).Round(100*time.Millisecond))
-				break
+				return true, ""
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never showed the blocker running over 1s with finalizer_blocked firing; last:\n%s%s",
-				linesWith(metrics, "running_seconds"), linesWith(metrics, "detector_firing"))
-		}
-		time.Sleep(50 * time.Millisecond) // paces the poll; the deadline bounds it
-	}
+		return false, linesWith(metrics, "running_seconds") + linesWith(metrics, "detector_firing")
+	})
 	var blockedAt int
 	wait(60*time.Second, "finalizer_blocked naming "+site, func(ts []string) bool {
 		for i, tb := range ts {

@@ -42,23 +42,6 @@ import (
 	"github.com/gcprobe/probe/internal/testkit"
 )
 
-// eventually polls cond until it holds or the deadline passes; cond may
-// report what it last saw, for the failure message.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; last seen: %s", timeout, what, last)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
-
 // freeAddr returns a loopback address with a port free a moment ago. The
 // manager's metrics server does not report the port it bound, so the test
 // picks one; the window in which another process could take it is short.
@@ -194,7 +177,7 @@ func TestE2E(t *testing.T) {
 	fail := mk("fail", true, map[string]string{controller.FailDeletionAnnotation: "true"})
 	ignored := mk("ignored", false, nil)
 	managed = append(managed, clean, fail)
-	eventually(t, 30*time.Second, "the finalizer on every labelled ConfigMap", func() (bool, string) {
+	testkit.PollEvery(t, 30*time.Second, 50*time.Millisecond, "the finalizer on every labelled ConfigMap", func() (bool, string) {
 		for _, cm := range managed {
 			got := &corev1.ConfigMap{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil || !controllerutil.ContainsFinalizer(got, controller.Finalizer) {
@@ -213,14 +196,14 @@ func TestE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, "the clean ConfigMap to go", func() (bool, string) {
+	testkit.PollEvery(t, 30*time.Second, 50*time.Millisecond, "the clean ConfigMap to go", func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(clean), &corev1.ConfigMap{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 
 	// (a) Reconcile spans carry the GC work that overlapped them; the
 	// failing cleanup's spans carry its error.
-	eventually(t, 30*time.Second, "reconcile spans with GC attribution, and the failed cleanup's", func() (bool, string) {
+	testkit.PollEvery(t, 30*time.Second, 50*time.Millisecond, "reconcile spans with GC attribution, and the failed cleanup's", func() (bool, string) {
 		var gc, failed int
 		for _, s := range spans.Ended() {
 			if s.Name() != "reconcile" {
@@ -247,7 +230,7 @@ func TestE2E(t *testing.T) {
 	outstanding := regexp.MustCompile(`gcprobe_finalizers_outstanding\{[^}]*site="[^"]*` + site + `"[^}]*\} ([0-9.e+]+)`)
 	suspect := regexp.MustCompile(`gcprobe_finalizers_suspect_objects\{[^}]*site="[^"]*` + site + `"[^}]*\} ([0-9.e+]+)`)
 	var metrics string
-	eventually(t, 60*time.Second, fmt.Sprintf("the leak at reconciler.go:%d to be a suspect in /metrics", leakLine), func() (bool, string) {
+	testkit.PollEvery(t, 60*time.Second, 50*time.Millisecond, fmt.Sprintf("the leak at reconciler.go:%d to be a suspect in /metrics", leakLine), func() (bool, string) {
 		runtime.GC()
 		code, body, err := allowed.get("/metrics")
 		if err != nil || code != http.StatusOK {
@@ -276,7 +259,7 @@ func TestE2E(t *testing.T) {
 	// the cleanly deleted one was counted out, with its removal time.
 	terminating := regexp.MustCompile(`gcprobe_k8s_terminating_objects\{finalizer="example\.gcprobe\.dev/cleanup",group="",kind="ConfigMap",version="v1"\} ([0-9.e+]+)`)
 	removals := regexp.MustCompile(`gcprobe_k8s_finalizer_removal_seconds_count\{finalizer="example\.gcprobe\.dev/cleanup",group="",kind="ConfigMap",version="v1"\} ([0-9.e+]+)`)
-	eventually(t, 30*time.Second, "one terminating ConfigMap and one finalizer removal", func() (bool, string) {
+	testkit.PollEvery(t, 30*time.Second, 50*time.Millisecond, "one terminating ConfigMap and one finalizer removal", func() (bool, string) {
 		_, body, err := allowed.get("/metrics")
 		if err != nil {
 			return false, err.Error()
@@ -286,7 +269,7 @@ func TestE2E(t *testing.T) {
 		return value(terminating, m) == 1 && value(removals, m) == 1, grepLines(m, "gcprobe_k8s_")
 	})
 	t.Logf("the Kubernetes finalizer backlog in /metrics:\n%s", grepLines(metrics, "gcprobe_k8s_terminating"))
-	eventually(t, 30*time.Second, "the stuck ConfigMap's log line", func() (bool, string) {
+	testkit.PollEvery(t, 30*time.Second, 50*time.Millisecond, "the stuck ConfigMap's log line", func() (bool, string) {
 		return strings.Contains(logs.String(), `"namespace":"`+ns.Name+`","name":"fail"`), ""
 	})
 	got := &corev1.ConfigMap{}
@@ -404,11 +387,10 @@ func startDeployedOperator(t *testing.T, tweak func(*Options)) *deployedOperator
 	transport := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // loopback, self-signed
 	defer transport.CloseIdleConnections()
 	anon := scraper{base: "https://" + addr, c: &http.Client{Transport: transport, Timeout: 10 * time.Second}}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testkit.PollEvery(t, 60*time.Second, 50*time.Millisecond, "the metrics server", func() (bool, string) {
 		code, _, err := anon.get("/metrics")
 		if err == nil {
-			break
+			return true, ""
 		}
 		select {
 		case runErr := <-done:
@@ -416,11 +398,8 @@ func startDeployedOperator(t *testing.T, tweak func(*Options)) *deployedOperator
 			t.Fatalf("the operator stopped before its metrics server answered: %v", runErr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after 60 s waiting for the metrics server; last seen: %d %v", code, err)
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return false, fmt.Sprintf("%d %v", code, err)
+	})
 	ready = true
 	return op
 }

@@ -188,22 +188,24 @@ func judgeScenario(t *testing.T, cfg *rest.Config, ns string, fixed bool, within
 	defer p.Stop()
 	var judged, reads uint64
 	var sn heapprofile.Snapshot
-	deadline := time.Now().Add(within)
-	for {
+	// What was last judged is formatted only if the test fails, not at
+	// every check: the checks share the heap the profiler measures.
+	defer func() {
+		if t.Failed() {
+			t.Logf("%d windows judged (of %d), %d lists; last judged:\n%sfrom:\n%s", judged, hold, r.lists.Load(), last(), figures(sn))
+		}
+	}()
+	testkit.PollEvery(t, within, 20*time.Millisecond, "the scenario judged", func() (bool, string) {
 		if next := p.HeapProfile().Snapshot(); next.Reads > reads && next.Window > 0 {
 			sn, reads = next, next.Reads
 			judged++
 			rep := p.Report()
-			if done(operatorCauses(rep), rep.String()) || (hold > 0 && judged >= hold) {
-				t.Logf("%d windows judged, %d lists; the latest, %v:\n%s", judged, r.lists.Load(), sn.Window.Round(time.Millisecond), figures(sn))
-				return judged
-			}
+			return done(operatorCauses(rep), rep.String()) || (hold > 0 && judged >= hold), ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v, %d windows judged (of %d), %d lists; last judged:\n%sfrom:\n%s", within, judged, hold, r.lists.Load(), last(), figures(sn))
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+		return false, ""
+	})
+	t.Logf("%d windows judged, %d lists; the latest, %v:\n%s", judged, r.lists.Load(), sn.Window.Round(time.Millisecond), figures(sn))
+	return judged
 }
 
 // profileWindow is how much of each manager's steady state the heap

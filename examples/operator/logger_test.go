@@ -2,7 +2,6 @@ package main
 
 import (
 	"log/slog"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +43,7 @@ func TestProbeLogsThroughTheOperatorsLogger(t *testing.T) {
 	defer p.Stop()
 
 	const line = `level=WARN msg="gcprobe: detector firing" detector=forced_gc`
-	testkit.Poll(t, 10*time.Second, "the forced_gc detector's line in the operator's logger", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "the forced_gc detector's line in the operator's logger", func() bool {
 		return strings.Contains(own.String(), line)
 	})
 	if got := def.String(); strings.Contains(got, "gcprobe") {
@@ -76,8 +74,7 @@ func TestWarnStaysWarnThroughZap(t *testing.T) {
 		}
 		defer p.Stop()
 		var level zapcore.Level
-		testkit.Poll(t, 10*time.Second, "the forced_gc detector's line in zap", func() bool {
-			runtime.GC()
+		testkit.AwaitGC(t, 10*time.Second, "the forced_gc detector's line in zap", func() bool {
 			for _, e := range logs.All() {
 				if strings.Contains(e.Message, "gcprobe: detector firing") {
 					level = e.Level

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,14 +58,10 @@ func TestCollectorEndToEnd(t *testing.T) {
 	t.Cleanup(w.Close)
 	plantE2ELeak(w, 4)
 	line := testkit.MarkerLine(t, "e2e_test.go", "e2e-leak")
-	deadline := time.Now().Add(20 * time.Second)
-	for top := ledgertest.Top(w, 1); len(top) == 0 || top[0].Suspect < 4; top = ledgertest.Top(w, 1) {
-		if time.Now().After(deadline) {
-			t.Fatalf("planted leak not a suspect after 20s: %+v", top)
-		}
-		runtime.GC()
-		runtime.Gosched() // let the finalizer goroutine advance the watcher's clock
-	}
+	testkit.AwaitGC(t, 20*time.Second, "the planted leak's 4 suspects on top", func() bool {
+		top := ledgertest.Top(w, 1)
+		return len(top) > 0 && top[0].Suspect >= 4
+	})
 
 	for _, tc := range []struct{ protocol, endpoint string }{
 		{"grpc", "http://" + col.grpcAddr},
@@ -207,24 +202,21 @@ service:
 	}
 	t.Cleanup(kill)
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // for both addresses
 	for _, addr := range []string{c.grpcAddr, c.httpAddr} {
-		for {
+		testkit.PollEvery(t, time.Until(deadline), 20*time.Millisecond, "the collector to listen on "+addr, func() (bool, string) {
 			conn, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
 				conn.Close()
-				break
+				return true, ""
 			}
 			select {
 			case err := <-exited:
 				t.Fatalf("collector exited: %v\n%s", err, c.output())
 			default:
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("collector not listening on %s after 30s\n%s", addr, c.output())
-			}
-			time.Sleep(20 * time.Millisecond) // polling interval
-		}
+			return false, c.output()
+		})
 	}
 	return c, kill
 }
@@ -300,21 +292,19 @@ func (kvs jsonKVs) intAttr(key string) (int64, bool) {
 }
 
 // awaitSpan polls the file exporter's output for a span called name from
-// service.
+// service, every 50ms (the exporter flushes every 100ms), and returns it.
 func (c *collector) awaitSpan(t *testing.T, service, name string) jsonSpan {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if s, ok := c.findSpan(t, service, name); ok {
-			return s
+	var s jsonSpan
+	testkit.PollEvery(t, 20*time.Second, 50*time.Millisecond, "a "+name+" span from "+service+" in the collector's file", func() (bool, string) {
+		var ok bool
+		if s, ok = c.findSpan(t, service, name); ok {
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			data, _ := os.ReadFile(c.file)
-			t.Fatalf("no %s span from %s in the collector's file after 20s\nfile:\n%s\ncollector output:\n%s",
-				name, service, data, c.output())
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval; the exporter flushes every 100ms
-	}
+		data, _ := os.ReadFile(c.file)
+		return false, fmt.Sprintf("file:\n%s\ncollector output:\n%s", data, c.output())
+	})
+	return s
 }
 
 func (c *collector) findSpan(t *testing.T, service, name string) (jsonSpan, bool) {

@@ -11,6 +11,8 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // fakeExporter records what it exports. With a gate it blocks each export
@@ -209,13 +211,7 @@ func TestBatchTimeoutExports(t *testing.T) {
 	exp := &fakeExporter{}
 	p := newFakeProvider(t, exp, WithBatchTimeout(10*time.Millisecond))
 	endSpans(p, "a")
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Exported() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("a lone span was not exported within 10s of a 10ms batch timeout")
-		}
-		time.Sleep(time.Millisecond) // polling interval
-	}
+	testkit.Poll(t, 10*time.Second, "a lone span exported after a 10ms batch timeout", func() bool { return p.Exported() == 1 })
 }
 
 func TestUnsampledSpansIgnored(t *testing.T) {

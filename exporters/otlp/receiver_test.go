@@ -2,6 +2,7 @@ package otlpexporter_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // receiver is an in-process OTLP trace receiver: it keeps every request.
@@ -160,20 +163,15 @@ func setEnv(t *testing.T, kv map[string]string) {
 	}
 }
 
-// awaitSpans polls r until it holds at least n spans.
+// awaitSpans polls r until it holds at least n spans, and returns them.
 func awaitSpans(t *testing.T, r *receiver, n int) []receivedSpan {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := r.spans()
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d spans received after 20s, want %d", len(got), n)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
-	}
+	var got []receivedSpan
+	testkit.Poll(t, 20*time.Second, fmt.Sprintf("%d spans at the receiver", n), func() bool {
+		got = r.spans()
+		return len(got) >= n
+	})
+	return got
 }
 
 // hungServer returns a loopback address that accepts connections and never

@@ -2,6 +2,7 @@ package otlpexporter_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	otlpexporter "github.com/gcprobe/probe/exporters/otlp"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/ledgertest"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // The collector is killed while the probe runs and restarted on the same
@@ -69,14 +71,13 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 
 	kill()
 	lost := prov.Failed() + prov.Dropped()
-	deadline := time.Now().Add(30 * time.Second)
-	for prov.Failed()+prov.Dropped() == lost {
-		if time.Now().After(deadline) {
-			t.Fatalf("no span counted as failed or dropped in 30s without a collector (exported %d)", prov.Exported())
+	testkit.PollEvery(t, 30*time.Second, 50*time.Millisecond, "a span counted as failed or dropped without a collector", func() (bool, string) {
+		if prov.Failed()+prov.Dropped() != lost {
+			return true, ""
 		}
 		work() // the host keeps working: neither blocks
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("exported %d", prov.Exported())
+	})
 	before := ledgertest.Totals(w, finalizerwatch.KindFinalizer).Registered
 	for range 20 {
 		work()
@@ -86,17 +87,13 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 	}
 
 	col2, _ := startCollectorAt(t, bin, grpcAddr, httpAddr)
-	deadline = time.Now().Add(90 * time.Second) // gRPC reconnects with backoff
-	for {
+	// 90s: gRPC reconnects with backoff.
+	testkit.PollEvery(t, 90*time.Second, 250*time.Millisecond, "a span at the restarted collector", func() (bool, string) {
 		work()
 		if _, ok := col2.findSpan(t, service, "gcprobe.leak_report"); ok {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no span reached the restarted collector in 90s (exported %d, failed %d, dropped %d)\n%s",
-				prov.Exported(), prov.Failed(), prov.Dropped(), col2.output())
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("exported %d, failed %d, dropped %d\n%s", prov.Exported(), prov.Failed(), prov.Dropped(), col2.output())
+	})
 	t.Logf("exported %d, failed %d, dropped %d", prov.Exported(), prov.Failed(), prov.Dropped())
 }

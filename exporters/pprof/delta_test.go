@@ -110,7 +110,7 @@ func TestFinalizersDelta(t *testing.T) {
 	// another line that does nothing in the window.
 	work(3, 4)
 	churn(w, 5)
-	await(t, "the cleanups before the window to run", executed(9))
+	testkit.AwaitGC(t, 30*time.Second, "the cleanups before the window to run", executed(9))
 
 	h := Handler(w).(*handler)
 	began := make(chan struct{})
@@ -120,7 +120,7 @@ func TestFinalizersDelta(t *testing.T) {
 	<-began
 	// In the window: 5 more kept and 6 more run at the line.
 	work(5, 6)
-	await(t, "the cleanups in the window to run", executed(15))
+	testkit.AwaitGC(t, 30*time.Second, "the cleanups in the window to run", executed(15))
 
 	p := parseServed(t, <-res)
 	if p.DurationNanos != (2 * time.Second).Nanoseconds() {

@@ -1,12 +1,12 @@
 package pprofexporter
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/ledgertest"
+	"github.com/gcprobe/probe/internal/testkit"
 	"go.uber.org/goleak"
 )
 
@@ -58,28 +58,10 @@ func plantedWatcher(t testing.TB) *finalizerwatch.Watcher {
 	t.Cleanup(func() { kept = nil })
 	plantLeak(w, 7)
 	churn(w, 50)
-	want := [2]uint64{
-		ledgertest.Cycles(w, finalizerwatch.KindFinalizer) + uint64(w.SuspectCycles()) + 1,
-		ledgertest.Cycles(w, finalizerwatch.KindCleanup) + uint64(w.SuspectCycles()) + 1,
-	}
-	await(t, "GC cycles and the churn to run", func() bool {
-		return ledgertest.Cycles(w, finalizerwatch.KindFinalizer) >= want[0] &&
-			ledgertest.Cycles(w, finalizerwatch.KindCleanup) >= want[1] &&
-			ledgertest.Totals(w, finalizerwatch.KindCleanup).Executed == 50
+	cycled := ledgertest.ClocksAdvanced(w, uint64(w.SuspectCycles())+1)
+	testkit.AwaitGC(t, 30*time.Second, "GC cycles and the churn to run", func() bool {
+		return cycled() && ledgertest.Totals(w, finalizerwatch.KindCleanup).Executed == 50
 	})
 	w.Close()
 	return w
-}
-
-// await forces GC cycles until cond holds, failing at the deadline.
-func await(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		runtime.GC()
-		runtime.Gosched()
-	}
 }

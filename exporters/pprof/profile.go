@@ -113,8 +113,8 @@ func entriesBuilder(entries []finalizerwatch.Entry) *builder {
 
 // ledgerSamples are Profile's sample types, in the order of Sample.Value,
 // and the value of each at a ledger entry: the one list of them, which
-// ledgerTypes and addEntries read. They are the summary counters of
-// finalizerwatch.Counters (registered, executed and outstanding today),
+// ledgerTypes and addEntries read. They are
+// finalizerwatch.SummaryCounters (registered, executed and outstanding today),
 // named as it names them, in its order, then suspect, growth, dropped and
 // leaked: a per-site counter added to finalizerwatch.Counts as a summary
 // counter is a sample type of the profile as it is added there. The new
@@ -122,12 +122,9 @@ func entriesBuilder(entries []finalizerwatch.Entry) *builder {
 var ledgerSamples = func() []ledgerSample {
 	var ls []ledgerSample
 	dropped := true // unless a summary counter already
-	for _, c := range finalizerwatch.Counters() {
-		if c.Summary {
-			count := c.Value
-			ls = append(ls, ledgerSample{c.Name, func(e *finalizerwatch.Entry) uint64 { return count(&e.Counts) }})
-			dropped = dropped && c.Name != SampleDropped
-		}
+	for _, c := range finalizerwatch.SummaryCounters() {
+		ls = append(ls, ledgerSample{c.Name, func(e *finalizerwatch.Entry) uint64 { return c.Value(&e.Counts) }})
+		dropped = dropped && c.Name != SampleDropped
 	}
 	ls = append(ls,
 		ledgerSample{SampleSuspect, func(e *finalizerwatch.Entry) uint64 { return e.Suspect }},

@@ -2,6 +2,7 @@ package pprofexporter
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -323,13 +324,8 @@ func TestDefaultSampleShowsGrowingLeak(t *testing.T) {
 	for k := uint64(1); k <= 6; k++ {
 		growLeak(w, 3)
 		runtime.GC()
-		deadline := time.Now().Add(30 * time.Second)
-		for ledgertest.Cycles(w, finalizerwatch.KindFinalizer) < k || ledgertest.Cycles(w, finalizerwatch.KindCleanup) < k {
-			if time.Now().After(deadline) {
-				t.Fatalf("clock at %d after 30s, want %d", ledgertest.Cycles(w, finalizerwatch.KindFinalizer), k)
-			}
-			time.Sleep(50 * time.Microsecond) // polling: the clock moves on the finalizer goroutine
-		}
+		// testkit.Poll, not AwaitGC: one cycle per step, the one forced above.
+		testkit.Poll(t, 30*time.Second, fmt.Sprintf("both clocks at %d", k), ledgertest.ClocksAt(w, k))
 		ledgertest.Sites(w) // one observation per cycle, as a scrape would make
 	}
 	p, data := writeParse(t, w)

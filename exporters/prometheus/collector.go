@@ -128,10 +128,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func (c *Collector) collectSites(ch chan<- prometheus.Metric, sn *finalizerwatch.Snapshot, executed *[numKinds]uint64, tracked *[numKinds]int) {
 	for k, kind := range finalizerwatch.Kinds {
 		ks := &sn.Kinds[k]
+		// The snapshot's top sites, as many as Read returned: Read cut
+		// the ranking to K, and its Other sums every site outside them,
+		// so cutting again here would drop sites from the totals.
 		top := ks.Top
-		if len(top) > c.cfg.topK {
-			top = top[:c.cfg.topK]
-		}
 		// The totals, exactly as the sum of what is exported: "other" as
 		// of the ranking, the top K live.
 		total := c.total[k]

@@ -109,8 +109,8 @@ func plantedWatcher(t *testing.T) *finalizerwatch.Watcher {
 	churnFinalizers(w, 100)
 	plantCleanupLeak(w, 3)
 	churnCleanups(w, 50)
-	awaitCycles(t, w, uint64(w.SuspectCycles())+1)
-	await(t, "the churned registrations to run", func() bool {
+	testkit.AwaitGC(t, 30*time.Second, "the suspect cycles to pass", ledgertest.ClocksAdvanced(w, uint64(w.SuspectCycles())+1))
+	testkit.AwaitGC(t, 30*time.Second, "the churned registrations to run", func() bool {
 		return ledgertest.Totals(w, finalizerwatch.KindFinalizer).Executed == 100 &&
 			ledgertest.Totals(w, finalizerwatch.KindCleanup).Executed == 50
 	})
@@ -522,8 +522,7 @@ func TestUnwatchedCountsExactlyTheRawCallbacks(t *testing.T) {
 			w.SetFinalizer(&unwatchedObj{}, func(*unwatchedObj) { ran.Add(1) })
 		}
 	}()
-	testkit.Poll(t, 20*time.Second, "the five finalizers to run", func() bool {
-		runtime.GC()
+	testkit.AwaitGC(t, 20*time.Second, "the five finalizers to run", func() bool {
 		return ran.Load() == 5
 	})
 	for range 3 { // more cycles: more sentinel runs, none of them unwatched

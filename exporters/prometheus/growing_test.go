@@ -1,13 +1,14 @@
 package promexporter
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
 
-	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/ledgertest"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // With K=1, the one per-site series of the finalizers goes to a leak of one
@@ -25,13 +26,8 @@ func TestTopKPrefersGrowingSite(t *testing.T) {
 	for k := uint64(1); k <= 10; k++ {
 		growFinalizerLeak(w, 1)
 		runtime.GC()
-		deadline := time.Now().Add(30 * time.Second)
-		for ledgertest.Cycles(w, finalizerwatch.KindFinalizer) < k || ledgertest.Cycles(w, finalizerwatch.KindCleanup) < k {
-			if time.Now().After(deadline) {
-				t.Fatalf("clock at %d after 30s, want %d", ledgertest.Cycles(w, finalizerwatch.KindFinalizer), k)
-			}
-			time.Sleep(50 * time.Microsecond) // polling: the clock moves on the finalizer goroutine
-		}
+		// testkit.Poll, not AwaitGC: one cycle per step, the one forced above.
+		testkit.Poll(t, 30*time.Second, fmt.Sprintf("both clocks at %d", k), ledgertest.ClocksAt(w, k))
 		fams := gather(t, c) // the one read of this cycle
 		if k < 5 {
 			continue

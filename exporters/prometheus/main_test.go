@@ -1,12 +1,9 @@
 package promexporter
 
 import (
-	"runtime"
 	"testing"
-	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
-	"github.com/gcprobe/probe/internal/ledgertest"
 	"go.uber.org/goleak"
 )
 
@@ -49,30 +46,4 @@ func newCollector(t testing.TB, opts ...Option) *Collector {
 		t.Fatal(err)
 	}
 	return c
-}
-
-const awaitTimeout = 30 * time.Second
-
-// await forces GC cycles until cond holds, failing the test at the
-// deadline. GC is what moves the watcher's clocks and runs finalizers;
-// Gosched lets the finalizer and cleanup goroutines catch up.
-func await(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(awaitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", awaitTimeout, what)
-		}
-		runtime.GC()
-		runtime.Gosched()
-	}
-}
-
-// awaitCycles waits until both of w's GC clocks have advanced n cycles.
-func awaitCycles(t testing.TB, w *finalizerwatch.Watcher, n uint64) {
-	t.Helper()
-	fin, cln := ledgertest.Cycles(w, finalizerwatch.KindFinalizer)+n, ledgertest.Cycles(w, finalizerwatch.KindCleanup)+n
-	await(t, "GC cycles", func() bool {
-		return ledgertest.Cycles(w, finalizerwatch.KindFinalizer) >= fin && ledgertest.Cycles(w, finalizerwatch.KindCleanup) >= cln
-	})
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // DefaultTopK is how many sites get series of their own unless WithTopK
-// says otherwise.
-const DefaultTopK = 10
+// says otherwise: finalizerwatch.DefaultTopK, the one default of a
+// reader's top K.
+const DefaultTopK = finalizerwatch.DefaultTopK
 
 // Option configures a Collector. An Option rejects a bad value with an
 // error, which New returns.
@@ -77,11 +78,13 @@ func WithSnapshotFunc(fn func() memstats.Snapshot) Option {
 // DefaultTopK): the K sites of either kind most likely to leak
 // (finalizerwatch.ReadOptions.TopK); the others are summed under
 // site="other", one per kind, so a collector exports at most K+2 series
-// per per-site metric. k must be at least 1.
+// per per-site metric. k must be at least 1 (finalizerwatch.CheckTopK).
+// The collector exports the top sites its Read returns as they are: the
+// cut to K is Read's.
 func WithTopK(k int) Option {
 	return func(c *config) error {
-		if k < 1 {
-			return fmt.Errorf("promexporter: WithTopK: must be >= 1, got %d", k)
+		if err := finalizerwatch.CheckTopK(k); err != nil {
+			return fmt.Errorf("promexporter: %w", err)
 		}
 		c.topK = k
 		return nil

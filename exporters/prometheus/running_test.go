@@ -1,7 +1,6 @@
 package promexporter
 
 import (
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,18 +56,14 @@ func TestRunningSeries(t *testing.T) {
 	unblock := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(unblock)
 	blockFinalizer(w, started, release)
-	deadline := time.Now().Add(10 * time.Second)
-	for waiting := true; waiting; {
-		runtime.GC()
+	testkit.AwaitGC(t, 10*time.Second, "the blocking finalizer to run", func() bool {
 		select {
 		case <-started:
-			waiting = false
-		case <-time.After(20 * time.Millisecond):
-			if time.Now().After(deadline) {
-				t.Fatal("the blocking finalizer did not run")
-			}
+			return true
+		default:
+			return false
 		}
-	}
+	})
 
 	line := testkit.MarkerLine(t, "running_test.go", "blocking-finalizer")
 	var first float64
@@ -91,11 +86,5 @@ func TestRunningSeries(t *testing.T) {
 	}
 
 	unblock()
-	deadline = time.Now().Add(10 * time.Second)
-	for len(runningSeries(t, reg)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("running series still there after the finalizer returned")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testkit.Poll(t, 10*time.Second, "the running series to go once the finalizer returned", func() bool { return len(runningSeries(t, reg)) == 0 })
 }

@@ -3,9 +3,11 @@ package promexporter
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/ledgertest"
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // plantGeneratedSites registers i%5+1 objects at each generated site i and
@@ -21,7 +23,7 @@ func plantGeneratedSites(t *testing.T, w *finalizerwatch.Watcher) {
 			kept = append(kept, o)
 		}
 	}
-	awaitCycles(t, w, uint64(w.SuspectCycles())+1)
+	testkit.AwaitGC(t, 30*time.Second, "the suspect cycles to pass", ledgertest.ClocksAdvanced(w, uint64(w.SuspectCycles())+1))
 	w.Close()
 }
 

@@ -1,6 +1,7 @@
 package gcclock
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
 	"runtime/debug"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gcprobe/probe/internal/testkit"
 )
 
 // TestSentinelNotTiny: the tiny allocator takes pointer-free objects under
@@ -41,32 +44,19 @@ func newCounter() *counter {
 	return c
 }
 
-// poll forces GC cycles until cond holds, for at most 20 s.
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 20s: %s", what)
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond) // let the finalizer and cleanup goroutines run
-	}
-}
-
 // TestOneChainForAll: two listeners are told of the same ticks of one
 // chain per kind, and the chains end with the last subscription.
 func TestOneChainForAll(t *testing.T) {
 	a, b := newCounter(), newCounter()
 	sa, sb := Subscribe(a), Subscribe(b)
-	poll(t, "both chains to tick twice", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "both chains to tick twice", func() bool {
 		return a.n[Finalizer].Load() >= 2 && a.n[Cleanup].Load() >= 2
 	})
 	sa.Cancel()
 	sa.Cancel() // idempotent
 	// b, subscribed with a, has seen the ticks a saw, and goes on alone.
 	base := b.n[Finalizer].Load()
-	poll(t, "the chain to go on for the remaining listener", func() bool { return b.n[Finalizer].Load() >= base+2 })
+	testkit.AwaitGC(t, 20*time.Second, "the chain to go on for the remaining listener", func() bool { return b.n[Finalizer].Load() >= base+2 })
 	frozen := a.n[Finalizer].Load()
 	sb.Cancel()
 	// Stopped: after at most a tick already queued, nothing ticks.
@@ -95,9 +85,9 @@ func TestListenerEndsItself(t *testing.T) {
 	if Starts() != starts+1 {
 		t.Fatalf("Starts %d, want %d", Starts(), starts+1)
 	}
-	poll(t, "a tick", func() bool { return c.n[Finalizer].Load() >= 1 })
+	testkit.AwaitGC(t, 20*time.Second, "a tick", func() bool { return c.n[Finalizer].Load() >= 1 })
 	c.keep.Store(false)
-	poll(t, "the listener's subscription to end", func() bool {
+	testkit.AwaitGC(t, 20*time.Second, "the listener's subscription to end", func() bool {
 		clock.mu.Lock()
 		defer clock.mu.Unlock()
 		return !clock.running
@@ -132,17 +122,13 @@ func TestArmedBeforeTick(t *testing.T) {
 	for _, k := range []Kind{Finalizer, Cleanup} {
 		g := &gcOnFirstTick{k: k}
 		s := Subscribe(g)
-		poll(t, "a first tick", func() bool { return g.n.Load() >= 1 })
-		// poll forces no cycle once it has seen the first tick: the second
-		// can only come from the cycle the listener started (or from one
-		// poll forced in the instant before it saw the first).
-		deadline := time.Now().Add(10 * time.Second)
-		for !g.done.Load() || g.n.Load() < 2 {
-			if time.Now().After(deadline) {
-				t.Fatalf("kind %d: the cycle started from the first tick did not tick (ticks %d)", k, g.n.Load())
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testkit.AwaitGC(t, 20*time.Second, "a first tick", func() bool { return g.n.Load() >= 1 })
+		// AwaitGC forces no cycle once it has seen the first tick: the
+		// second can only come from the cycle the listener started (or
+		// from one AwaitGC forced in the instant before it saw the first).
+		testkit.Poll(t, 10*time.Second, fmt.Sprintf("kind %d: the cycle started from the first tick to tick", k), func() bool {
+			return g.done.Load() && g.n.Load() >= 2
+		})
 		s.Cancel()
 	}
 }

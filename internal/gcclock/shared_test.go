@@ -1,6 +1,7 @@
 package gcclock_test
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/gcclock"
 	"github.com/gcprobe/probe/internal/ledgertest"
+	"github.com/gcprobe/probe/internal/testkit"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -72,13 +74,10 @@ func TestWatcherAndSamplerShareTheClock(t *testing.T) {
 	r := r0
 	for i := range cycles {
 		runtime.GC()
-		deadline := time.Now().Add(20 * time.Second)
-		for r = read(); r.clock[0]-r0.clock[0] <= uint64(i) || r.clock[1]-r0.clock[1] <= uint64(i) || !agree(r); r = read() {
-			if time.Now().After(deadline) {
-				t.Fatalf("after 20s: %+v since %+v: the watcher and the sampler do not count the clock's ticks", r, r0)
-			}
-			time.Sleep(time.Millisecond) // polling: the ticks have no channel to wait on
-		}
+		testkit.Poll(t, 20*time.Second, fmt.Sprintf("the clock's tick %d since %+v, counted by the watcher and the sampler", i+1, r0), func() bool {
+			r = read()
+			return r.clock[0]-r0.clock[0] > uint64(i) && r.clock[1]-r0.clock[1] > uint64(i) && agree(r)
+		})
 	}
 	t.Logf("over %d forced cycles: %+v since %+v", cycles, r, r0)
 }

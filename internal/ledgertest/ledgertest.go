@@ -43,6 +43,25 @@ func Cycles(w *finalizerwatch.Watcher, k finalizerwatch.Kind) uint64 {
 	return read(w, finalizerwatch.ReadOptions{}).Cycles[k]
 }
 
+// ClocksAdvanced returns, for testkit.AwaitGC, the condition that both of
+// w's GC clocks (finalizers' and cleanups') have counted n cycles more
+// than they have now.
+func ClocksAdvanced(w *finalizerwatch.Watcher, n uint64) func() bool {
+	fin, cln := Cycles(w, finalizerwatch.KindFinalizer)+n, Cycles(w, finalizerwatch.KindCleanup)+n
+	return func() bool {
+		return Cycles(w, finalizerwatch.KindFinalizer) >= fin && Cycles(w, finalizerwatch.KindCleanup) >= cln
+	}
+}
+
+// ClocksAt returns, for testkit.Poll, the condition that both of w's GC
+// clocks have counted at least n cycles: for a test that forces each
+// cycle itself and waits for the watcher to count it.
+func ClocksAt(w *finalizerwatch.Watcher, n uint64) func() bool {
+	return func() bool {
+		return Cycles(w, finalizerwatch.KindFinalizer) >= n && Cycles(w, finalizerwatch.KindCleanup) >= n
+	}
+}
+
 // MoreCyclesNeeded returns the Snapshot's MoreCyclesNeeded.
 func MoreCyclesNeeded(w *finalizerwatch.Watcher) int {
 	return read(w, finalizerwatch.ReadOptions{}).MoreCyclesNeeded

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -84,14 +85,64 @@ func via(path uint, depth int, fn func()) {
 // deadline is what the test waits on.
 func Poll(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
+	wait(t, within, what, seenNothing(cond), restMillisecond)
+}
+
+// AwaitGC is Poll for conditions that only a GC cycle can make true: an
+// object to be collected, a finalizer or cleanup to run, a clock that
+// counts cycles to advance. It checks cond first; while cond does not
+// hold, it runs one GC cycle (runtime.GC) and sleeps a millisecond, so
+// that the finalizer and cleanup goroutines get to run what the cycle
+// queued, and checks again. That is the one pacing of the tests' GC
+// waits: at most one forced cycle per check, checks as fast as cycles
+// end. It fails the test, naming what, if cond does not hold within the
+// given time.
+func AwaitGC(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	wait(t, within, what, seenNothing(cond), func() {
+		runtime.GC()
 		time.Sleep(time.Millisecond)
+	})
+}
+
+// PollEvery is Poll for the end-to-end tests, whose every check costs the
+// program under test something: a scrape of its endpoints, a parse of its
+// whole output, a command run against it. It rests every between checks,
+// not a millisecond, so that the waiting does not load what it waits on;
+// and cond returns, with whether it holds, what it saw, which the failure
+// prints.
+func PollEvery(t testing.TB, within, every time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	wait(t, within, what, cond, func() { time.Sleep(every) })
+}
+
+// wait is the loop of Poll, AwaitGC and PollEvery: cond, then rest, until
+// cond holds or the deadline has passed.
+func wait(t testing.TB, within time.Duration, what string, cond func() (bool, string), rest func()) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			if seen == "" {
+				t.Fatalf("timed out after %v waiting for %s", within, what)
+			} else {
+				t.Fatalf("timed out after %v waiting for %s; last seen:\n%s", within, what, seen)
+			}
+			return
+		}
+		rest()
 	}
 }
+
+func seenNothing(cond func() bool) func() (bool, string) {
+	return func() (bool, string) { return cond(), "" }
+}
+
+func restMillisecond() { time.Sleep(time.Millisecond) }
 
 // RunTest runs the test function named test of the running test binary
 // again, alone, in a child process whose environment is this one's plus
