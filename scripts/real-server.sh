@@ -15,11 +15,31 @@
 # With PLANT=1 a leak is planted (see below) and it fails unless live-heap
 # growth is logged at the planted line.
 #
+# BUILD picks what is built and run (each binary is kept under its own
+# name): runtime (the default) as above, into caddy; probe, gcprobe linked
+# and started the same way (-start's file and its -modfile) but without
+# the runtime patch, the drop-in (overlay.json's entries under GOROOT and
+# -tags=gcprobe_runtime left out), into caddy-probe, where data.json must
+# say runtime_mode false; stock, Caddy with no gcprobe at all (a plain go
+# build of the same main package), into caddy-stock, with the page's
+# checks skipped. PORT and PROBE_PORT (8080, 6061) move Caddy's and the
+# probe's listeners, both on loopback.
+#
 # Not part of .ci/run: the first build compiles about 830 packages in the
 # mode (minutes on 2 cores); later runs reuse the build cache. The module
 # and the binary are kept under ${GCPROBE_CACHE:-$HOME/.cache/gcprobe}.
 set -euo pipefail
 duration=${1:-120s}
+build=${BUILD:-runtime}
+case $build in
+stock | probe | runtime) ;;
+*)
+	echo "BUILD=$build: stock, probe or runtime"
+	exit 2
+	;;
+esac
+port=${PORT:-8080}
+probe_port=${PROBE_PORT:-6061}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${GCPROBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gcprobe}
 dir=$cache/real-server
@@ -66,7 +86,8 @@ go 1.26
 require github.com/caddyserver/caddy/v2 v2.11.9
 EOF
 cat >"$dir/load/main.go" <<'EOF'
-// 16 clients GET random files (a tenth of them missing) until the time is up.
+// 16 clients GET random files (a tenth of them missing) from host:port
+// (the second argument) until the time is up.
 package main
 
 import (
@@ -85,13 +106,14 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
+	addr := os.Args[2]
 	end := time.Now().Add(d)
 	var n, errs atomic.Int64
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
 			for time.Now().Before(end) {
-				resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:8080/f%d.bin", rand.IntN(220)+1))
+				resp, err := http.Get(fmt.Sprintf("http://%s/f%d.bin", addr, rand.IntN(220)+1))
 				if err != nil {
 					errs.Add(1)
 					continue
@@ -112,31 +134,121 @@ for i in $(seq 1 200); do
 done
 
 (cd "$dir/app" && go mod tidy >/dev/null 2>&1)
-(cd "$repo/cmd/finalizercheck" && go build -o "$dir/finalizercheck" .)
-sums=$(cd "$dir/app" && cat go.mod go.sum | sha256sum)
-flags=$(cd "$dir/app" && "$dir/finalizercheck" -runtime "$dir/rt" -start -gcprobe "$repo" | tail -n 1)
-echo "building Caddy in the runtime build mode, with -start ($flags)"
-# shellcheck disable=SC2086 # flags holds three flags
-(cd "$dir/app" && go build $flags -o "$dir/caddy" .)
-if [ "$(cd "$dir/app" && cat go.mod go.sum | sha256sum)" != "$sums" ]; then
-	echo "FAIL: -start changed the program's go.mod or go.sum"
-	exit 1
-fi
 (cd "$dir/load" && go build -o "$dir/loadgen" .)
 
-GCPROBE_LISTEN=127.0.0.1:6061 GCPROBE_LOG_FORMAT=text "$dir/caddy" file-server --root "$dir/site" --listen 127.0.0.1:8080 >"$dir/caddy.out" 2>"$dir/caddy.err" &
-caddy=$!
-trap 'kill $caddy 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do
-	curl -fs -o /dev/null http://127.0.0.1:8080/f1.bin && break
-	sleep 0.1
+# flags are finalizercheck's for the runtime mode; probe_flags the same
+# less the runtime's patch: the overlay's entries under GOROOT and the
+# gcprobe_runtime tag go, the start file and the -modfile stay.
+flags='' probe_flags=''
+if [ "$build" != stock ]; then
+	(cd "$repo/cmd/finalizercheck" && go build -o "$dir/finalizercheck" .)
+	sums=$(cd "$dir/app" && cat go.mod go.sum | sha256sum)
+	flags=$(cd "$dir/app" && "$dir/finalizercheck" -runtime "$dir/rt" -start -gcprobe "$repo" | tail -n 1)
+	if [ "$(cd "$dir/app" && cat go.mod go.sum | sha256sum)" != "$sums" ]; then
+		echo "FAIL: -start changed the program's go.mod or go.sum"
+		exit 1
+	fi
+	python3 - "$dir/rt/overlay.json" "$(go env GOROOT)" "$dir/rt/probe-overlay.json" <<'EOF'
+import json, os, sys
+replace = json.load(open(sys.argv[1]))["Replace"]
+goroot = os.path.join(sys.argv[2], "")
+json.dump({"Replace": {k: v for k, v in replace.items() if not k.startswith(goroot)}}, open(sys.argv[3], "w"), indent="\t")
+EOF
+	for f in $flags; do
+		case $f in
+		-overlay=*) probe_flags+=" -overlay=$dir/rt/probe-overlay.json" ;;
+		-tags=*)
+			tags=$(echo "${f#-tags=}" | tr , '\n' | grep -vx gcprobe_runtime | paste -sd, - || true)
+			if [ -n "$tags" ]; then
+				probe_flags+=" -tags=$tags"
+			fi
+			;;
+		*) probe_flags+=" $f" ;;
+		esac
+	done
+fi
+
+# binary BUILD is where BUILD's binary is kept.
+binary() {
+	case $1 in
+	stock) echo "$dir/caddy-stock" ;;
+	probe) echo "$dir/caddy-probe" ;;
+	runtime) echo "$dir/caddy" ;;
+	esac
+}
+
+for b in $build; do
+	case $b in
+	stock)
+		echo "building Caddy stock, without gcprobe"
+		(cd "$dir/app" && go build -o "$(binary stock)" .)
+		;;
+	probe)
+		echo "building Caddy with gcprobe dropped in, without the runtime patch ($probe_flags)"
+		# shellcheck disable=SC2086 # probe_flags holds two or three flags
+		(cd "$dir/app" && go build $probe_flags -o "$(binary probe)" .)
+		;;
+	runtime)
+		echo "building Caddy in the runtime build mode, with -start ($flags)"
+		# shellcheck disable=SC2086 # flags holds three flags
+		(cd "$dir/app" && go build $flags -o "$(binary runtime)" .)
+		;;
+	esac
 done
-"$dir/loadgen" "$duration"
-rss=$(ps -o rss= -p $caddy)
-curl -fs http://127.0.0.1:6061/debug/gcprobe/data.json >"$dir/data.json"
-kill $caddy
-wait $caddy 2>/dev/null || true
-trap - EXIT
+
+if curl -s -o /dev/null -m 2 "http://127.0.0.1:$port/" || curl -s -o /dev/null -m 2 "http://127.0.0.1:$probe_port/"; then
+	echo "FAIL: something already listens on 127.0.0.1:$port or :$probe_port (PORT, PROBE_PORT move them)"
+	exit 1
+fi
+
+# serve BUILD DURATION OUT serves the site with BUILD's binary under load
+# for DURATION. At the end of the load, before anything else reads it, it
+# copies the server's /proc status, smaps_rollup and smaps into OUT; then,
+# for probe and runtime, the page's data.json.
+# It leaves the load's result in OUT/load and the server's stderr in
+# OUT/caddy.err, and stops the server.
+serve() {
+	local b=$1 d=$2 out=$3
+	mkdir -p "$out"
+	local env=(GCPROBE_LISTEN="127.0.0.1:$probe_port" GCPROBE_LOG_FORMAT=text)
+	env "${env[@]}" "$(binary "$b")" file-server --root "$dir/site" --listen "127.0.0.1:$port" >"$out/caddy.out" 2>"$out/caddy.err" &
+	caddy=$!
+	trap 'kill $caddy 2>/dev/null || true' EXIT
+	local up=0
+	for _ in $(seq 1 100); do
+		if curl -fs -o /dev/null "http://127.0.0.1:$port/f1.bin"; then
+			up=1
+			break
+		fi
+		sleep 0.1
+	done
+	if [ $up = 0 ]; then
+		echo "FAIL: $b did not serve on 127.0.0.1:$port"
+		cat "$out/caddy.err"
+		exit 1
+	fi
+	"$dir/loadgen" "$d" "127.0.0.1:$port" | tee "$out/load"
+	for f in status smaps_rollup smaps; do
+		cat "/proc/$caddy/$f" >"$out/$f"
+	done
+	if [ "$b" != stock ]; then
+		curl -fs "http://127.0.0.1:$probe_port/debug/gcprobe/" -o /dev/null
+		curl -fs "http://127.0.0.1:$probe_port/debug/gcprobe/data.json" >"$out/data.json"
+	fi
+	kill $caddy
+	wait $caddy 2>/dev/null || true
+	trap - EXIT
+}
+
+out=$dir/run-$build
+serve "$build" "$duration" "$out"
+rss=$(awk '/^VmRSS:/ { print $2 }' "$out/status")
+if [ "$build" = stock ]; then
+	echo "RSS ${rss} KiB (stock: no probe, no page to check)"
+	exit 0
+fi
+cp "$out/caddy.err" "$dir/caddy.err"
+cp "$out/data.json" "$dir/data.json"
 
 echo "RSS ${rss} KiB; top sites (class, registered, outstanding, suspect, dropped, resource, site):"
 python3 - "$dir/data.json" <<'EOF'
@@ -159,6 +271,10 @@ EOF
 echo "gcprobe Warn lines:"
 grep -o 'level=WARN msg="gcprobe: [^"]*' "$dir/caddy.err" | cut -c1-160 | sort | uniq -c || true
 fail=0
+if ! python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["runtime_mode"] == (sys.argv[2] == "runtime") else 1)' "$dir/data.json" "$build"; then
+	echo "FAIL: data.json's runtime_mode is not what BUILD=$build built"
+	fail=1
+fi
 if grep -q '"msg":"WARN gcprobe' "$dir/caddy.err"; then
 	echo "FAIL: a gcprobe Warn line went through Caddy's zap logger at another level"
 	fail=1
