@@ -25,11 +25,26 @@
 # checks skipped. PORT and PROBE_PORT (8080, 6061) move Caddy's and the
 # probe's listeners, both on loopback.
 #
+# RSS=1 measures memory instead: it builds all three and runs them
+# interleaved (the order rotating), ROUNDS (3) rounds of DURATION (30s in
+# this mode) each under the same load, with GODEBUG=gctrace=1, reading at
+# the end of the load, before any scrape, VmRSS from /proc/PID/status, the
+# anonymous and file-backed split from smaps_rollup and the binary's own
+# mapped pages from smaps; then, for probe and runtime, the go_memstats_*
+# breakdown from the probe's /metrics (GCPROBE_METRICS=default). It prints
+# every round and the medians per build. Figures are under
+# GCPROBE_CACHE/real-server/rss/.
+#
 # Not part of .ci/run: the first build compiles about 830 packages in the
 # mode (minutes on 2 cores); later runs reuse the build cache. The module
 # and the binary are kept under ${GCPROBE_CACHE:-$HOME/.cache/gcprobe}.
 set -euo pipefail
-duration=${1:-120s}
+rss=${RSS:-}
+if [ "$rss" = 1 ]; then
+	duration=${1:-30s}
+else
+	duration=${1:-120s}
+fi
 build=${BUILD:-runtime}
 case $build in
 stock | probe | runtime) ;;
@@ -38,6 +53,7 @@ stock | probe | runtime) ;;
 	exit 2
 	;;
 esac
+rounds=${ROUNDS:-3}
 port=${PORT:-8080}
 probe_port=${PROBE_PORT:-6061}
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -136,11 +152,14 @@ done
 (cd "$dir/app" && go mod tidy >/dev/null 2>&1)
 (cd "$dir/load" && go build -o "$dir/loadgen" .)
 
+builds=$build
+[ "$rss" = 1 ] && builds="stock probe runtime"
+
 # flags are finalizercheck's for the runtime mode; probe_flags the same
 # less the runtime's patch: the overlay's entries under GOROOT and the
 # gcprobe_runtime tag go, the start file and the -modfile stay.
 flags='' probe_flags=''
-if [ "$build" != stock ]; then
+if [ "$builds" != stock ]; then
 	(cd "$repo/cmd/finalizercheck" && go build -o "$dir/finalizercheck" .)
 	sums=$(cd "$dir/app" && cat go.mod go.sum | sha256sum)
 	flags=$(cd "$dir/app" && "$dir/finalizercheck" -runtime "$dir/rt" -start -gcprobe "$repo" | tail -n 1)
@@ -177,7 +196,7 @@ binary() {
 	esac
 }
 
-for b in $build; do
+for b in $builds; do
 	case $b in
 	stock)
 		echo "building Caddy stock, without gcprobe"
@@ -204,13 +223,16 @@ fi
 # serve BUILD DURATION OUT serves the site with BUILD's binary under load
 # for DURATION. At the end of the load, before anything else reads it, it
 # copies the server's /proc status, smaps_rollup and smaps into OUT; then,
-# for probe and runtime, the page's data.json.
+# for probe and runtime, the page's data.json (and with RSS=1 /metrics).
 # It leaves the load's result in OUT/load and the server's stderr in
 # OUT/caddy.err, and stops the server.
 serve() {
 	local b=$1 d=$2 out=$3
 	mkdir -p "$out"
 	local env=(GCPROBE_LISTEN="127.0.0.1:$probe_port" GCPROBE_LOG_FORMAT=text)
+	if [ "$rss" = 1 ]; then
+		env+=(GCPROBE_METRICS=default GODEBUG=gctrace=1)
+	fi
 	env "${env[@]}" "$(binary "$b")" file-server --root "$dir/site" --listen "127.0.0.1:$port" >"$out/caddy.out" 2>"$out/caddy.err" &
 	caddy=$!
 	trap 'kill $caddy 2>/dev/null || true' EXIT
@@ -234,11 +256,125 @@ serve() {
 	if [ "$b" != stock ]; then
 		curl -fs "http://127.0.0.1:$probe_port/debug/gcprobe/" -o /dev/null
 		curl -fs "http://127.0.0.1:$probe_port/debug/gcprobe/data.json" >"$out/data.json"
+		if [ "$rss" = 1 ]; then
+			curl -fs "http://127.0.0.1:$probe_port/metrics" >"$out/metrics"
+		fi
 	fi
 	kill $caddy
 	wait $caddy 2>/dev/null || true
 	trap - EXIT
 }
+
+if [ "$rss" = 1 ]; then
+	rm -rf "$dir/rss"
+	echo "RSS: $rounds rounds of $duration per build; load at start: $(uptime)"
+	order=(stock probe runtime)
+	for r in $(seq 1 "$rounds"); do
+		for i in 0 1 2; do
+			b=${order[$(((r - 1 + i) % 3))]}
+			echo "round $r: $b"
+			serve "$b" "$duration" "$dir/rss/$r-$b"
+		done
+	done
+	echo "load at end: $(uptime)"
+	python3 - "$dir/rss" "$dir" <<'EOF'
+import json, os, re, statistics, sys
+root, cache = sys.argv[1], sys.argv[2]
+builds = ["stock", "probe", "runtime"]
+bins = {"stock": "caddy-stock", "probe": "caddy-probe", "runtime": "caddy"}
+MiB = 1 << 20
+
+def kib(text, key):
+    m = re.search(r"^%s:\s+(\d+) kB" % key, text, re.M)
+    return int(m.group(1)) * 1024 if m else 0
+
+def figures(run, b):
+    d = os.path.join(root, run)
+    f = {}
+    status = open(os.path.join(d, "status")).read()
+    f["VmRSS"] = kib(status, "VmRSS")
+    f["RssAnon"] = kib(status, "RssAnon")
+    f["RssFile"] = kib(status, "RssFile")
+    roll = open(os.path.join(d, "smaps_rollup")).read()
+    f["anon"] = kib(roll, "Anonymous")
+    f["file"] = kib(roll, "Rss") - f["anon"]
+    # The binary's own mappings: its text and read-only data as paged in.
+    exe = os.path.join(cache, bins[b])
+    binrss, cur = 0, None
+    for line in open(os.path.join(d, "smaps")):
+        m = re.match(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \d+\s*(.*)$", line)
+        if m:
+            cur = m.group(1)
+        elif line.startswith("Rss:") and cur == exe:
+            binrss += int(line.split()[1]) * 1024
+    f["binary"] = binrss
+    m = re.search(r"requests (\d+)", open(os.path.join(d, "load")).read())
+    f["requests"] = int(m.group(1)) if m else 0
+    # The last GC's line: live heap after it, goal, stacks, globals.
+    gcs = [l for l in open(os.path.join(d, "caddy.err"), errors="replace") if re.match(r"^gc \d+ @", l)]
+    f["gcs"] = len(gcs)
+    if gcs:
+        m = re.search(r"->(\d+) MB, (\d+) MB goal, (\d+) MB stacks, (\d+) MB globals", gcs[-1])
+        if m:
+            f["gc_live"], f["gc_goal"], f["gc_stacks"], f["gc_globals"] = (int(x) * MiB for x in m.groups())
+    mp = os.path.join(d, "metrics")
+    if os.path.exists(mp):
+        for line in open(mp):
+            m = re.match(r"^go_memstats_(\w+)_bytes(?:_total)? (\S+)$", line)
+            if m:
+                f["ms_" + m.group(1)] = float(m.group(2))
+        f["runtime_mode"] = json.load(open(os.path.join(d, "data.json")))["runtime_mode"]
+    return f
+
+runs = {b: [] for b in builds}
+for run in sorted(os.listdir(root), key=lambda r: int(r.split("-")[0])):
+    b = run.split("-", 1)[1]
+    runs[b].append((run, figures(run, b)))
+
+cols = ["VmRSS", "anon", "file", "binary", "gc_live", "gc_goal", "gc_stacks", "gcs", "requests"]
+ms = ["heap_inuse", "heap_idle", "heap_released", "stack_inuse", "mspan_inuse", "mcache_inuse", "buck_hash_sys", "gc_sys", "other_sys", "next_gc", "sys"]
+def fmt(k, v):
+    if v is None:
+        return "-"
+    if k in ("gcs", "requests"):
+        return "%d" % v
+    return "%.1f" % (v / MiB)
+print("per round (MiB; gcs and requests are counts):")
+print("%-12s %s" % ("run", " ".join("%9s" % c for c in cols)))
+for b in builds:
+    for run, f in runs[b]:
+        print("%-12s %s" % (run, " ".join("%9s" % fmt(c, f.get(c)) for c in cols)))
+print("go_memstats from /metrics (MiB):")
+print("%-12s %s" % ("run", " ".join("%9s" % c[:9] for c in ms)))
+for b in builds:
+    for run, f in runs[b]:
+        if "ms_sys" in f:
+            print("%-12s %s" % (run, " ".join("%9s" % fmt(c, f.get("ms_" + c)) for c in ms)))
+med = {}
+for b in builds:
+    med[b] = {}
+    for c in cols + ["ms_" + c for c in ms]:
+        vals = [f[c] for _, f in runs[b] if c in f]
+        if vals:
+            med[b][c] = statistics.median(vals)
+print("medians (MiB):")
+print("%-12s %s" % ("build", " ".join("%9s" % c for c in cols)))
+for b in builds:
+    print("%-12s %s" % (b, " ".join("%9s" % fmt(c, med[b].get(c)) for c in cols)))
+print("%-12s %s" % ("", " ".join("%9s" % c[:9] for c in ms)))
+for b in builds[1:]:
+    print("%-12s %s" % (b, " ".join("%9s" % fmt(c, med[b].get("ms_" + c)) for c in ms)))
+for a, b in (("stock", "probe"), ("stock", "runtime"), ("probe", "runtime")):
+    print("median VmRSS %s - %s: %+.1f MiB (anon %+.1f, file %+.1f, binary %+.1f)" % (
+        b, a, (med[b]["VmRSS"] - med[a]["VmRSS"]) / MiB, (med[b]["anon"] - med[a]["anon"]) / MiB,
+        (med[b]["file"] - med[a]["file"]) / MiB, (med[b]["binary"] - med[a]["binary"]) / MiB))
+bad = [run for b in ("probe", "runtime") for run, f in runs[b] if f.get("runtime_mode") != (b == "runtime")]
+if bad:
+    print("FAIL: runtime_mode is not what the build is in", " ".join(bad))
+    sys.exit(1)
+EOF
+	exit
+fi
 
 out=$dir/run-$build
 serve "$build" "$duration" "$out"
