@@ -18,6 +18,7 @@ func (w *Watcher) entryList() []SiteStats { return w.entries(true) }
 
 func (w *Watcher) entries(withStacks bool) []SiteStats {
 	w.init()
+	rtSettle() // as Read: the runtime build mode's counts on the P first
 	n := w.sites.Len() + len(w.overflow)
 	out := make([]SiteStats, 0, n)
 	// One backing array for every entry's histogram counts, rather than

@@ -65,6 +65,7 @@ func (w *Watcher) rankIfStale() {
 	if w.rankCurrent(k) {
 		return
 	}
+	rtSettle()
 	w.rankLocked(k)
 	if w.rank.ranked != nil {
 		w.rank.ranked()

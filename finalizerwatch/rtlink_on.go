@@ -48,3 +48,10 @@ func rtGoroutineOrigin() uintptr
 //
 //go:linkname rtInRuntime runtime.gcprobeInRuntime
 func rtInRuntime(pc uintptr) bool
+
+// rtFlushCounts moves the counts in every P's table into buf (the
+// runtime's gcprobeFlushCounts; rtpcounts.go): how many it wrote, or
+// -need if buf is too short.
+//
+//go:linkname rtFlushCounts runtime.gcprobeFlushCounts
+func rtFlushCounts(buf []rtCount) int

@@ -38,6 +38,7 @@ func rtTestFile(t *testing.T) string {
 // of file by the name of their resource.
 func rtEntriesAt(file string, line int) map[string]Counts {
 	out := map[string]Counts{}
+	rtSettle() // as Read: the counts on the P first
 	Default.sites.Range(func(_ siteKey, s *site) bool {
 		if s.indirect || s.kind != KindFinalizer {
 			return true

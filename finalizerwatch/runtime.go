@@ -65,9 +65,11 @@ type rtHookTable struct {
 	cleanupDone    func(tok, state uint64)
 	goOrigin       func(pc, parent uintptr) uintptr
 	forcedGC       func(pc uintptr)
+	countReg       func(kind uintptr, tok uint64)
+	onP            uintptr
 }
 
-const rtHookVersion = 4
+const rtHookVersion = 5
 
 const (
 	tokCycleBits = 25
@@ -86,6 +88,8 @@ var rtTable = rtHookTable{
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
 	forcedGC:       rtForcedGC,
+	countReg:       rtCountReg,
+	onP:            1,
 }
 
 // rtDetached is the table the runtime reads once the last attachment is
@@ -111,6 +115,8 @@ var rtDetached = rtHookTable{
 	cleanupDone:    rtCleanupDone,
 	goOrigin:       rtGoOrigin,
 	forcedGC:       func(uintptr) {},
+	countReg:       rtCountReg,
+	onP:            1,
 }
 
 var (
@@ -167,6 +173,7 @@ func (w *Watcher) AttachRuntime() (detach func(), err error) {
 	rtAttachN++
 	forcedInit()
 	forcedOn.Store(true)
+	rtOnP.Store(true)
 	rtStore(unsafe.Pointer(&rtTable))
 	var once sync.Once
 	return func() {
@@ -247,6 +254,8 @@ func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 {
 		if tok, ok := c.register(); ok {
 			return tok
 		}
+	} else if tok, ok := rtIndRegister(KindFinalizer, typ, pc); ok {
+		return tok
 	}
 	return rtRegister(KindFinalizer, typ, pc)
 }
@@ -256,20 +265,21 @@ func rtCleanupAdd(typ unsafe.Pointer, pc uintptr) uint64 {
 		if tok, ok := c.register(); ok {
 			return tok
 		}
+	} else if tok, ok := rtIndRegister(KindCleanup, typ, pc); ok {
+		return tok
 	}
 	return rtRegister(KindCleanup, typ, pc)
 }
 
-// register counts a registration at the record's site and returns its
-// token, if the entry's ring was folded for the current cycle; otherwise
-// it counts nothing and returns false.
+// register returns the token of a registration at the record's site,
+// for the runtime to count on its P (rtTokOnP), if the entry's ring was
+// folded for the current cycle; otherwise it returns false.
 func (c *rtPC) register() (tok uint64, ok bool) {
 	cyc := c.cycles.Load()
 	if cyc != c.s.ages.seen.Load() {
 		return 0, false
 	}
-	c.s.addReg(cyc)
-	return c.id | uint64(cyc&tokCycleMask)<<runIDBits, true
+	return c.id | uint64(cyc&tokCycleMask)<<runIDBits | rtTokOnP, true
 }
 
 // rtRegister counts a registration of kind k on an object of type typ
@@ -308,8 +318,13 @@ func rtRegister(k Kind, typ unsafe.Pointer, pc uintptr) (tok uint64) {
 			slot.Store(&rtPC{pc: pc, s: s, id: uint64(id), cycles: &w.cycles[k]})
 		}
 	}
-	cyc := w.account(s)
-	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits
+	if w.cycles[k].Load() != s.ages.seen.Load() {
+		// The entry's first registration in a cycle observes it for the
+		// growth model: with the P's counts in the ledger first.
+		rtSettleCycle(w)
+	}
+	cyc := w.enterCycle(s)
+	return uint64(id) | uint64(cyc&tokCycleMask)<<runIDBits | rtTokOnP
 }
 
 // rtPCs caches, per kind, the entries of return PCs that are a site of
@@ -331,6 +346,80 @@ type rtPC struct {
 	s      *site
 	id     uint64         // s's runID, never 0
 	cycles *atomic.Uint32 // the clock of s's kind: &s.w.cycles[s.kind]
+}
+
+// rtInd caches, per kind, what a registration made inside the standard
+// library at a return PC resolved to in rtIndirectSite's first step: the
+// frames from that PC up to the program's line that keys its entry (the
+// user's os.Open line above os.Open's four) and the entry's record. A
+// registration at the PC whose walk begins with the same frames is that
+// entry's, as rtIndirectSite would find it, without classifying each
+// frame (OriginOf) and looking the entry up: a file's open touches a few
+// cache lines of the ledger fewer, which after the system call are cold.
+// The records are immutable; two PCs that map to one slot take turns.
+// A record is valid for the look-through set's generation it was made
+// in (stackcapture.OriginGeneration), as OriginOf's own answers are.
+var rtInd [numKinds][1 << rtPCBits]atomic.Pointer[rtIndRec]
+
+// rtIndFrames bounds the frames a record keeps, from the PC to the
+// program's line: os.Open's are four, net.Dial's about ten.
+const rtIndFrames = 12
+
+type rtIndRec struct {
+	pc     uintptr
+	typ    unsafe.Pointer
+	gen    uint32
+	n      int
+	frames [rtIndFrames]uintptr // frames[:n]: from pc to the program's line
+	c      rtPC                 // the entry's record (c.pc unused)
+}
+
+// rtIndRegister is rtIndirectSite's first step answered from rtInd: the
+// token of a registration of kind k on an object of type typ at return
+// PC pc, counted on the P, if a record for pc matches the stack and the
+// entry's ring was folded for the current cycle; otherwise false.
+//
+//go:noinline
+func rtIndRegister(k Kind, typ unsafe.Pointer, pc uintptr) (uint64, bool) {
+	r := rtInd[k][rtPCSlot(pc)].Load()
+	if r == nil || r.pc != pc || r.typ != typ || r.gen != stackcapture.OriginGeneration() {
+		return 0, false
+	}
+	var pcs [rtShortWalk]uintptr
+	n := stackcapture.Callers(0, pcs[:min(rtShortWalk, r.n+8)]) // this hook's frames, the runtime's, then pc's
+	i := 0
+	for i < n && pcs[i] != pc {
+		i++
+	}
+	if n-i < r.n {
+		return 0, false
+	}
+	for j, f := range r.frames[:r.n] {
+		if pcs[i+j] != f {
+			return 0, false
+		}
+	}
+	return r.c.register()
+}
+
+// rtIndRemember records, for rtIndRegister, that a registration of kind
+// k on type typ at pc whose walk began with frames resolved to entry s in
+// the look-through set's generation gen.
+func (w *Watcher) rtIndRemember(k Kind, pc uintptr, typ unsafe.Pointer, frames []uintptr, s *site, gen uint32) {
+	if len(frames) > rtIndFrames || s.indirect || s == &w.overflow[k] {
+		return
+	}
+	id := w.runID(s)
+	if id == 0 {
+		return
+	}
+	slot := &rtInd[k][rtPCSlot(pc)]
+	if r := slot.Load(); r != nil && r.pc == pc && r.typ == typ && r.gen == gen && r.c.s == s && r.n == len(frames) {
+		return // the same answer
+	}
+	r := &rtIndRec{pc: pc, typ: typ, gen: gen, n: len(frames), c: rtPC{s: s, id: uint64(id), cycles: &w.cycles[k]}}
+	copy(r.frames[:], frames)
+	slot.Store(r)
 }
 
 // rtSiteFor returns the entry for a registration of kind k whose
@@ -393,6 +482,7 @@ func (w *Watcher) rtSiteFor(k Kind, pc uintptr, typ unsafe.Pointer) *site {
 //
 //go:noinline
 func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer, variant uint8) *site {
+	gen := stackcapture.OriginGeneration() // before the frames are classified
 	var pcs [stackcapture.MaxDepth]uintptr
 	n := stackcapture.Callers(0, pcs[:rtShortWalk])
 	stack, at, own := siteFrame(pcs[:n], pc)
@@ -401,6 +491,7 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer, variant
 	}
 	if at >= 0 {
 		if s := w.sites.Get(rtSiteKey(k, stack[at], typ, variant)); s != nil {
+			w.rtIndRemember(k, pc, typ, stack[:at+1], s, gen)
 			return s
 		}
 	}
@@ -526,7 +617,8 @@ func rtSiteKey(k Kind, pc uintptr, typ unsafe.Pointer, variant uint8) (uint64, s
 	return h ^ key.hash*0x9e3779b97f4a7c15, key
 }
 
-// rtFinalizerClear and rtCleanupStop are the clear hooks: a token decode
+// rtFinalizerClear and rtCleanupStop are the clear hooks, for the clears
+// and Stops the P's table had no room for (rtpcounts.go): a token decode
 // and the entry's one atomic add (a Stop's two: see countCleared), with
 // the clock the decode read.
 func rtFinalizerClear(tok uint64) {

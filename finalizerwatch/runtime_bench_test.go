@@ -143,3 +143,21 @@ func BenchmarkGoOriginHook(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSettle is the move of the counts on the P into the ledger
+// that every Read makes first in the runtime build mode (rtpcounts.go):
+// a forEachP over the Ps, with one table's count to move. (Not a
+// BenchmarkRuntimeMode: a stock build has nothing to compare it with.)
+func BenchmarkSettle(b *testing.B) {
+	if !RuntimeMode() {
+		b.Skip("not built in the runtime build mode")
+	}
+	attachForBench(b)
+	o := new(rtBenchObj)
+	for b.Loop() {
+		runtime.SetFinalizer(o, rtBenchFinalizer)
+		runtime.SetFinalizer(o, nil)
+		rtSettle()
+	}
+	runtime.KeepAlive(o)
+}

@@ -138,6 +138,27 @@ func (s *site) addReg(cyc uint32) {
 	}
 }
 
+// addRegAt counts n registrations made in cycle cyc, at any time after
+// (the runtime build mode's counts from the P's tables, rtpcounts.go), in
+// GC cycle cur, the clock of s's kind: in cyc's slot, or in the pool if
+// the ring has moved past it. As doneAt, a slot close to falling out of
+// the window is counted under the lock.
+func (s *site) addRegAt(cyc, cur, n uint32) {
+	if cur-cyc >= ringSize-2 {
+		s.ages.mu.Lock()
+		if cyc-s.ages.base.Load() >= ringSize { // before base (unsigned wrap)
+			s.ages.oldReg.Add(uint64(n))
+		} else if s.reg[cyc%ringSize].Add(n) < n {
+			s.ages.regWraps.Add(1)
+		}
+		s.ages.mu.Unlock()
+		return
+	}
+	if s.reg[cyc%ringSize].Add(n) < n {
+		s.ages.regWraps.Add(1)
+	}
+}
+
 // unaccount takes back a registration made in cycle cyc that the runtime
 // refused.
 func (s *site) unaccount(cyc uint32) {
@@ -163,18 +184,21 @@ func (s *site) done(k Kind, cyc uint32) { s.doneAt(cyc, s.w.cycles[k].Load()) }
 
 // doneAt is done in the GC cycle cur, the clock of s's kind as the caller
 // read it at the end.
-func (s *site) doneAt(cyc, cur uint32) {
+func (s *site) doneAt(cyc, cur uint32) { s.endsAt(cyc, cur, 1) }
+
+// endsAt is doneAt for n ends.
+func (s *site) endsAt(cyc, cur, n uint32) {
 	if cur-cyc >= ringSize-2 {
 		s.ages.mu.Lock()
 		if cyc-s.ages.base.Load() >= ringSize { // before base (unsigned wrap)
-			s.ages.oldDone.Add(1)
-		} else if s.ends[cyc%ringSize].Add(1) == 0 {
+			s.ages.oldDone.Add(uint64(n))
+		} else if s.ends[cyc%ringSize].Add(n) < n {
 			s.ages.doneWraps.Add(1)
 		}
 		s.ages.mu.Unlock()
 		return
 	}
-	if s.ends[cyc%ringSize].Add(1) == 0 {
+	if s.ends[cyc%ringSize].Add(n) < n {
 		s.ages.doneWraps.Add(1)
 	}
 }

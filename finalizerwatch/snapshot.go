@@ -328,6 +328,7 @@ func (w *Watcher) Rank() {
 	w.init()
 	w.rankMu.Lock()
 	defer w.rankMu.Unlock()
+	rtSettle()
 	w.rankLocked(max(w.rank.k, 1))
 }
 
@@ -344,6 +345,7 @@ func (w *Watcher) Read(dst *Snapshot, opts ReadOptions) {
 	w.init()
 	w.rankMu.Lock()
 	defer w.rankMu.Unlock()
+	rtSettle()
 	r := &w.rank
 	k := opts.TopK
 	if k < 0 {

@@ -297,12 +297,19 @@ func (w *Watcher) initSite(s *site, k Kind, pc uintptr, stk *stackcapture.Stack)
 // that loaded an older clock) a fold of the ring under its lock and the
 // check of its caller (callers.go).
 func (w *Watcher) account(s *site) (cyc uint32) {
+	cyc = w.enterCycle(s)
+	s.addReg(cyc)
+	return cyc
+}
+
+// enterCycle returns the current GC cycle of s's kind, folding s's ring
+// and observing s for the growth model on its first registration in it.
+func (w *Watcher) enterCycle(s *site) (cyc uint32) {
 	cyc = w.cycles[s.kind].Load()
 	if cyc != s.ages.seen.Load() {
 		s.newCycle(cyc)
 		w.checkCaller(s)
 	}
-	s.addReg(cyc)
 	return cyc
 }
 

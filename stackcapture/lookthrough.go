@@ -127,3 +127,9 @@ func LookedThrough(pc uintptr) bool {
 	}
 	return false
 }
+
+// OriginGeneration returns the generation of the look-through set, which
+// every change of it (SetLookThrough) advances: a caller that keeps what it
+// derived from OriginOf's answers keeps it with the generation it read
+// before asking, and drops it once the generation moved.
+func OriginGeneration() uint32 { return lookGen.Load() }

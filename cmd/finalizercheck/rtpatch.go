@@ -156,15 +156,16 @@ var joinPoints = []joinPoint{
 `,
 		// With a probe attached, the argument goes in a box with room for
 		// the token (gcprobeCleanupBox), allocated instead of the
-		// runtime's, not beside it: a counted AddCleanup allocates what a
-		// stock one does. The token itself is taken after the runtime's
+		// runtime's, not beside it: a counted AddCleanup allocates as
+		// often as a stock one, and as much for an argument of up to 8
+		// bytes (8 bytes more for a larger one). The token itself is taken after the runtime's
 		// checks of the arguments (the next join point), so that a call
 		// that panics is not counted.
 		advice: `	// Create new storage for the argument.
 	var argv *S
 	var gcprobeBox *gcprobeCleanupBox[S]
 	if gcprobeLoad() != nil {
-		gcprobeBox = new(gcprobeCleanupBox[S])
+		gcprobeBox = gcprobeNewCleanupBox[S]()
 		argv = &gcprobeBox.arg
 	} else if size := unsafe.Sizeof(arg); size < maxTinySize && argType.PtrBytes == 0 {
 `,
@@ -234,6 +235,34 @@ var joinPoints = []joinPoint{
 	// of the frame that caused this goroutine (gcprobeGoOrigin), or 0.
 	gcprobeOrigin uintptr
 }
+`,
+	},
+	{
+		file: "runtime2.go",
+		what: "the end of the P record (type p)",
+		find: `	// Padding is no longer needed. False sharing is now not a worry because p is large enough
+	// that its size class is an integer multiple of the cache line size (for any of our architectures).
+}
+`,
+		advice: `	// gcprobeCounts is, in gcprobe's runtime build mode, the P's table
+	// of counts not yet in the ledger (gcprobeCountOnP).
+	gcprobeCounts gcprobePCounts
+
+	// Padding is no longer needed. False sharing is now not a worry because p is large enough
+	// that its size class is an integer multiple of the cache line size (for any of our architectures).
+}
+`,
+	},
+	{
+		file: "proc.go",
+		what: "procresize keeping retired Ps in allp's array (checked, not changed: gcprobeFlushCounts reads their tables)",
+		find: `			// Copy everything up to allp's cap so we
+			// never lose old allocated Ps.
+			copy(nallp, allp[:cap(allp)])
+`,
+		advice: `			// Copy everything up to allp's cap so we
+			// never lose old allocated Ps.
+			copy(nallp, allp[:cap(allp)])
 `,
 	},
 	{

@@ -204,12 +204,16 @@ func TestRuntimeModeEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b = bytes.Replace(b, []byte("const gcprobeHookVersion = 4\n"), []byte("const gcprobeHookVersion = 99\n"), 1)
+		m := regexp.MustCompile(`(?m)^const gcprobeHookVersion = ([0-9]+)\n`).FindSubmatch(b)
+		if m == nil {
+			t.Fatal("the patch's gcprobe_hooks.go declares no gcprobeHookVersion")
+		}
+		b = bytes.Replace(b, m[0], []byte("const gcprobeHookVersion = 99\n"), 1)
 		if err := os.WriteFile(hooks, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		out := goRun(t, dir, nil, goArgs([]string{"run"}, other, "./rtmode")...)
-		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version 4") || !strings.Contains(out, "runtime mode: false") {
+		if !strings.Contains(out, "hooks are version 99, and this gcprobe's are version "+string(m[1])) || !strings.Contains(out, "runtime mode: false") {
 			t.Fatalf("a runtime of another hook version was not refused, or the mode was claimed:\n%s", out)
 		}
 	})
