@@ -141,21 +141,30 @@ func (s *site) addReg(cyc uint32) {
 // addRegAt counts n registrations made in cycle cyc, at any time after
 // (the runtime build mode's counts from the P's tables, rtpcounts.go), in
 // GC cycle cur, the clock of s's kind: in cyc's slot, or in the pool if
-// the ring has moved past it. As doneAt, a slot close to falling out of
-// the window is counted under the lock.
+// the ring has moved past it (see countAt).
 func (s *site) addRegAt(cyc, cur, n uint32) {
+	s.countAt(&s.reg, &s.ages.oldReg, &s.ages.regWraps, cyc, cur, n)
+}
+
+// countAt adds n to cycle cyc's slot of ring (s.reg or s.ends), in GC
+// cycle cur, or to the pool old once the ring has moved past cyc, and
+// counts a wrap of the slot in wraps. A slot close to falling out of the
+// window is counted under the lock, so that it cannot race with the fold
+// that moves it; one well inside the window would need two GC cycles to
+// pass between the caller's load of cur and the add for that to happen.
+func (s *site) countAt(ring *[ringSize]atomic.Uint32, old *atomic.Uint64, wraps *atomic.Int32, cyc, cur, n uint32) {
 	if cur-cyc >= ringSize-2 {
 		s.ages.mu.Lock()
 		if cyc-s.ages.base.Load() >= ringSize { // before base (unsigned wrap)
-			s.ages.oldReg.Add(uint64(n))
-		} else if s.reg[cyc%ringSize].Add(n) < n {
-			s.ages.regWraps.Add(1)
+			old.Add(uint64(n))
+		} else if ring[cyc%ringSize].Add(n) < n {
+			wraps.Add(1)
 		}
 		s.ages.mu.Unlock()
 		return
 	}
-	if s.reg[cyc%ringSize].Add(n) < n {
-		s.ages.regWraps.Add(1)
+	if ring[cyc%ringSize].Add(n) < n {
+		wraps.Add(1)
 	}
 }
 
@@ -188,19 +197,7 @@ func (s *site) doneAt(cyc, cur uint32) { s.endsAt(cyc, cur, 1) }
 
 // endsAt is doneAt for n ends.
 func (s *site) endsAt(cyc, cur, n uint32) {
-	if cur-cyc >= ringSize-2 {
-		s.ages.mu.Lock()
-		if cyc-s.ages.base.Load() >= ringSize { // before base (unsigned wrap)
-			s.ages.oldDone.Add(uint64(n))
-		} else if s.ends[cyc%ringSize].Add(n) < n {
-			s.ages.doneWraps.Add(1)
-		}
-		s.ages.mu.Unlock()
-		return
-	}
-	if s.ends[cyc%ringSize].Add(n) < n {
-		s.ages.doneWraps.Add(1)
-	}
+	s.countAt(&s.ends, &s.ages.oldDone, &s.ages.doneWraps, cyc, cur, n)
 }
 
 // overflowFrame is the site of the overflow entries.
