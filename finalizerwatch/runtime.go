@@ -243,11 +243,13 @@ func inRuntimePackage(pc uintptr) bool {
 // rtFinalizerSet and rtCleanupAdd are the registration hooks. A
 // registration at a return PC the cache knows (a line that registered
 // before, in the user's or a dependency's code), in a GC cycle its entry
-// has seen, takes the fast path: a cache load, a load of the clock and of
-// the entry's latest cycle, and the entry's one atomic add (register).
-// Nothing on it can panic (every pointer it follows is set before the
-// record is published), so it runs without rtRegister's deferred recover;
-// every other registration, the entry's first in a cycle among them
+// has seen, takes the fast path: a cache load and a load of the clock and
+// of the entry's latest cycle (register); the runtime counts it on its P
+// (rtpcounts.go). A registration inside the standard library at a PC whose
+// record matches the stack's first frames (rtInd) takes it too, after a
+// short walk. Nothing on it can panic (every pointer it follows is set
+// before the record is published), so it runs without rtRegister's
+// deferred recover; every other registration, the entry's first in a cycle among them
 // (which folds its ring), goes to rtRegister.
 func rtFinalizerSet(typ unsafe.Pointer, pc uintptr) uint64 {
 	if c := rtPCs[KindFinalizer][rtPCSlot(pc)].Load(); c != nil && c.pc == pc {
