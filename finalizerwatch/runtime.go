@@ -358,8 +358,8 @@ type rtPC struct {
 // entry's, as rtIndirectSite would find it, without classifying each
 // frame (OriginOf) and looking the entry up: a file's open touches a few
 // cache lines of the ledger fewer, which after the system call are cold.
-// The records are immutable; two PCs that map to one slot take turns.
-// A record is valid for the look-through set's generation it was made
+// The records are immutable, in slots chosen by the walk's first frames
+// (rtIndSlot). A record is valid for the look-through set's generation it was made
 // in (stackcapture.OriginGeneration), as OriginOf's own answers are.
 var rtInd [numKinds][1 << rtPCBits]atomic.Pointer[rtIndRec]
 
@@ -383,44 +383,69 @@ type rtIndRec struct {
 //
 //go:noinline
 func rtIndRegister(k Kind, typ unsafe.Pointer, pc uintptr) (uint64, bool) {
-	r := rtInd[k][rtPCSlot(pc)].Load()
-	if r == nil || r.pc != pc || r.typ != typ || r.gen != stackcapture.OriginGeneration() {
-		return 0, false
-	}
 	var pcs [rtShortWalk]uintptr
-	n := stackcapture.Callers(0, pcs[:min(rtShortWalk, r.n+8)]) // this hook's frames, the runtime's, then pc's
+	n := stackcapture.Callers(0, pcs[:]) // this hook's frames, the runtime's, then pc's
 	i := 0
 	for i < n && pcs[i] != pc {
 		i++
 	}
-	if n-i < r.n {
+	stack := pcs[i:n]
+	r := rtInd[k][rtIndSlot(stack)].Load()
+	if r == nil || r.pc != pc || r.typ != typ || r.gen != stackcapture.OriginGeneration() || len(stack) < r.n {
 		return 0, false
 	}
 	for j, f := range r.frames[:r.n] {
-		if pcs[i+j] != f {
+		if stack[j] != f {
 			return 0, false
 		}
 	}
 	return r.c.register()
 }
 
+// rtIndWalked counts the registrations rtIndRemember saw: those that a
+// record could have served and that walked and classified their frames
+// (the tests' measure of the records' hits).
+var rtIndWalked atomic.Uint64
+
+// rtIndHashFrames is how many frames of a walk from the PC choose its
+// record's slot: every os.Open reaches one PC (os.newFile's), so the PC
+// alone would make the lines that open files take turns in one slot,
+// each turn a new record.
+const rtIndHashFrames = 8
+
+// rtIndSlot returns the slot of rtInd for a walk that begins at the PC
+// with stack: a hash of its first rtIndHashFrames frames (all, if fewer).
+// Both sides walk at least that far above the PC: rtIndirectSite's walk
+// has rtShortWalk frames, of which its own and the runtime's are seven.
+func rtIndSlot(stack []uintptr) uint64 {
+	h := uint64(0)
+	for _, p := range stack[:min(len(stack), rtIndHashFrames)] {
+		h = (h ^ uint64(p)) * 0x9e3779b97f4a7c15
+	}
+	return h >> (64 - rtPCBits)
+}
+
 // rtIndRemember records, for rtIndRegister, that a registration of kind
-// k on type typ at pc whose walk began with frames resolved to entry s in
-// the look-through set's generation gen.
-func (w *Watcher) rtIndRemember(k Kind, pc uintptr, typ unsafe.Pointer, frames []uintptr, s *site, gen uint32) {
-	if len(frames) > rtIndFrames || s.indirect || s == &w.overflow[k] {
+// k on type typ at pc whose walk from pc is stack resolved to entry s at
+// stack[at], in the look-through set's generation gen. A slot's record
+// is kept until the generation moves: two walks that take one slot do
+// not take turns in it (each turn would allocate a record); the second
+// walks and classifies its frames, as without the record.
+func (w *Watcher) rtIndRemember(k Kind, pc uintptr, typ unsafe.Pointer, stack []uintptr, at int, s *site, gen uint32) {
+	rtIndWalked.Add(1)
+	if at+1 > rtIndFrames || s.indirect || s == &w.overflow[k] {
+		return
+	}
+	slot := &rtInd[k][rtIndSlot(stack)]
+	if r := slot.Load(); r != nil && r.gen == gen {
 		return
 	}
 	id := w.runID(s)
 	if id == 0 {
 		return
 	}
-	slot := &rtInd[k][rtPCSlot(pc)]
-	if r := slot.Load(); r != nil && r.pc == pc && r.typ == typ && r.gen == gen && r.c.s == s && r.n == len(frames) {
-		return // the same answer
-	}
-	r := &rtIndRec{pc: pc, typ: typ, gen: gen, n: len(frames), c: rtPC{s: s, id: uint64(id), cycles: &w.cycles[k]}}
-	copy(r.frames[:], frames)
+	r := &rtIndRec{pc: pc, typ: typ, gen: gen, n: at + 1, c: rtPC{s: s, id: uint64(id), cycles: &w.cycles[k]}}
+	copy(r.frames[:], stack[:at+1])
 	slot.Store(r)
 }
 
@@ -493,7 +518,7 @@ func (w *Watcher) rtIndirectSite(k Kind, pc uintptr, typ unsafe.Pointer, variant
 	}
 	if at >= 0 {
 		if s := w.sites.Get(rtSiteKey(k, stack[at], typ, variant)); s != nil {
-			w.rtIndRemember(k, pc, typ, stack[:at+1], s, gen)
+			w.rtIndRemember(k, pc, typ, stack, at, s, gen)
 			return s
 		}
 	}
