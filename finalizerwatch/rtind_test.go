@@ -87,6 +87,11 @@ func TestRuntimeModeIndirectRecord(t *testing.T) {
 	}
 }
 
+// rtOpOpenCloseRec, Rec2 and Rec3 are rtOpOpenClose's body three times on
+// purpose: each os.Open line must be a site of its own, in a function the
+// ledger does not look through (one whose body is a one-line call of a
+// shared helper is, callers.go, and its opens move to its callers).
+//
 //go:noinline
 func rtOpOpenCloseRec(tr *rtTruth) {
 	f, err := os.Open(os.Args[0])

@@ -363,6 +363,12 @@ type rtPC struct {
 // in (stackcapture.OriginGeneration), as OriginOf's own answers are.
 var rtInd [numKinds][1 << rtPCBits]atomic.Pointer[rtIndRec]
 
+// rtIndPCs holds, per kind and rtPCSlot, the latest PC a record was made
+// for: a registration at a PC that has none (a new line, gcprobe's own, a
+// direct site whose cache slot another PC took) does not walk its stack
+// to look for one.
+var rtIndPCs [numKinds][1 << rtPCBits]atomic.Uintptr
+
 // rtIndFrames bounds the frames a record keeps, from the PC to the
 // program's line: os.Open's are four, net.Dial's about ten.
 const rtIndFrames = 12
@@ -383,6 +389,9 @@ type rtIndRec struct {
 //
 //go:noinline
 func rtIndRegister(k Kind, typ unsafe.Pointer, pc uintptr) (uint64, bool) {
+	if rtIndPCs[k][rtPCSlot(pc)].Load() != pc {
+		return 0, false
+	}
 	var pcs [rtShortWalk]uintptr
 	n := stackcapture.Callers(0, pcs[:]) // this hook's frames, the runtime's, then pc's
 	i := 0
@@ -447,6 +456,7 @@ func (w *Watcher) rtIndRemember(k Kind, pc uintptr, typ unsafe.Pointer, stack []
 	r := &rtIndRec{pc: pc, typ: typ, gen: gen, n: at + 1, c: rtPC{s: s, id: uint64(id), cycles: &w.cycles[k]}}
 	copy(r.frames[:], stack[:at+1])
 	slot.Store(r)
+	rtIndPCs[k][rtPCSlot(pc)].Store(pc)
 }
 
 // rtSiteFor returns the entry for a registration of kind k whose
