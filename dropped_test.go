@@ -152,7 +152,12 @@ func TestPageSiteDropped(t *testing.T) {
 		Function: file.Site.Function, File: file.Site.File, Line: 613, Resource: "os.File", Class: "churn", Verdict: "dropped",
 		Words:      "286990 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())",
 		Registered: 287000, Executed: 286990, Outstanding: 10, Dropped: 286990}
-	if got.Suspects, got.Stack = nil, nil; !reflect.DeepEqual(got, want) {
+	for i, c := range finalizerwatch.Counters() {
+		if len(got.Counts) != finalizerwatch.NumCounters || got.Counts[i] != c.Value(&file.Counts) {
+			t.Fatalf("dropped site's counts %v, want %s %d at %d", got.Counts, c.Name, c.Value(&file.Counts), i)
+		}
+	}
+	if got.Suspects, got.Stack, got.Counts = nil, nil, nil; !reflect.DeepEqual(got, want) {
 		t.Errorf("dropped site's row\n%+v, want\n%+v", got, want)
 	}
 	if g := pageSite(&leak, 3); g.Verdict != "growing" || g.Class != "growing" || g.Words != "" || len(g.Suspects) != 3 || g.Registered != 100 {

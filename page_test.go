@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gcprobe/probe"
+	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/testkit"
 )
 
@@ -87,7 +88,7 @@ func TestPageDataSchema(t *testing.T) {
 		"schema": "number", "time": "string", "history_cycles": "number", "more_cycles_needed": "number", "more_seconds_needed": "number", "ledger_cycles": "object",
 		"runtime_mode": "bool", "gc": "object", "queues": "object", "totals": "object", "history": "array",
 		"pauses": "array", "sites": "array", "running": "array", "firing": "array", "events": "array",
-		"overflow": "object", "gc_cause": "object", "allocating_sites": "object", "links": "object",
+		"overflow": "object", "gc_cause": "object", "allocating_sites": "object", "links": "object", "counters": "array",
 	}
 	for k, typ := range want {
 		if got := jsonType(m[k]); got != typ {
@@ -102,7 +103,7 @@ func TestPageDataSchema(t *testing.T) {
 	site := m["sites"].([]any)[0].(map[string]any)
 	for k, typ := range map[string]string{"kind": "string", "site": "string", "function": "string", "file": "string",
 		"line": "number", "class": "string", "verdict": "string", "growth": "number", "registered": "number", "executed": "number",
-		"outstanding": "number", "suspect": "number", "dropped": "number", "suspects": "array", "stack": "array"} {
+		"outstanding": "number", "suspect": "number", "dropped": "number", "counts": "array", "suspects": "array", "stack": "array"} {
 		if got := jsonType(site[k]); got != typ {
 			t.Errorf("sites[0].%s: JSON %s, want %s", k, got, typ)
 		}
@@ -154,6 +155,84 @@ func TestPageDataSchema(t *testing.T) {
 	}
 	if d.GC.Cycles == 0 || d.GC.HeapGoal == 0 || d.Totals["finalizer"].Registered == 0 {
 		t.Errorf("gc %+v, totals %+v", d.GC, d.Totals)
+	}
+}
+
+// pageCountsObj is the object of TestPageCountersAreTheLedgers's site.
+type pageCountsObj struct{ _ [16]byte }
+
+// TestPageCountersAreTheLedgers: the page's document describes every
+// counter of the ledger (finalizerwatch.Counters), in its order, and
+// gives every site and total a count of each, the ledger's own: the
+// page's columns are drawn from these, so a counter missing from the
+// document is missing from the page. A site with finalizers cleared gives
+// the cleared column, which the page's named fields lack, its count.
+func TestPageCountersAreTheLedgers(t *testing.T) {
+	w := newWatcher(t)
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w),
+		probe.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	objs := make([]*pageCountsObj, 5)
+	for i := range objs {
+		objs[i] = &pageCountsObj{}
+		w.SetFinalizer(objs[i], func(*pageCountsObj) {}) // marker: page-counts
+	}
+	w.SetFinalizer(objs[0], nil)
+	w.SetFinalizer(objs[1], nil)
+	line := testkit.MarkerLine(t, "page_test.go", "page-counts")
+
+	rec := httptest.NewRecorder()
+	p.PageHandler().ServeHTTP(rec, httptest.NewRequest("GET", probe.PagePath+probe.PageDataPath, nil))
+	var d probe.PageData
+	if err := json.Unmarshal(rec.Body.Bytes(), &d); err != nil {
+		t.Fatalf("data.json: %d %v", rec.Code, err)
+	}
+	runtime.KeepAlive(objs)
+	cs := finalizerwatch.Counters()
+	if len(d.Counters) != len(cs) {
+		t.Fatalf("the document describes %d counters, the ledger has %d", len(d.Counters), len(cs))
+	}
+	for i, c := range cs {
+		want := probe.PageCounter{Name: c.Name, Help: c.Help, Gauge: c.Gauge, Sparse: c.Sparse, Resource: c.Resource}
+		if d.Counters[i] != want {
+			t.Errorf("counters[%d] = %+v, want %+v", i, d.Counters[i], want)
+		}
+	}
+	var sn finalizerwatch.Snapshot
+	w.Read(&sn, finalizerwatch.ReadOptions{})
+	var site *probe.PageSite
+	for i := range d.Sites {
+		if d.Sites[i].Line == line && strings.HasSuffix(d.Sites[i].File, "page_test.go") {
+			site = &d.Sites[i]
+		}
+	}
+	if site == nil {
+		t.Fatalf("no site at page_test.go:%d among %d", line, len(d.Sites))
+	}
+	byName := map[string]uint64{}
+	for i, c := range cs {
+		if len(site.Counts) != len(cs) {
+			t.Fatalf("the site has %d counts, want %d", len(site.Counts), len(cs))
+		}
+		byName[c.Name] = site.Counts[i]
+	}
+	if byName["registered"] != 5 || byName["cleared"] != 2 || byName["outstanding"] != 3 || byName["executed"] != 0 {
+		t.Errorf("the site's counts %v, want 5 registered, 2 cleared, 3 outstanding", byName)
+	}
+	for k, tot := range d.Totals {
+		kind := &sn.Kinds[finalizerwatch.KindFinalizer]
+		if k == "cleanup" {
+			kind = &sn.Kinds[finalizerwatch.KindCleanup]
+		}
+		for i, c := range cs {
+			if len(tot.Counts) != len(cs) || tot.Counts[i] != c.Value(&kind.Counts) {
+				t.Errorf("totals[%s].counts %v, want the ledger's %s %d", k, tot.Counts, c.Name, c.Value(&kind.Counts))
+				break
+			}
+		}
 	}
 }
 

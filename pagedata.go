@@ -40,6 +40,12 @@ type PageData struct {
 	// -runtime): Dropped counts are only known in it.
 	RuntimeMode bool `json:"runtime_mode"`
 
+	// Counters describe the ledger's counters (finalizerwatch.Counters),
+	// in its order: the columns of Sites' and Totals' Counts. The page
+	// draws a column per counter from these, so a counter the ledger
+	// declares reaches the page with no change to it.
+	Counters []PageCounter `json:"counters"`
+
 	// GC is the sampler's latest round.
 	GC PageGC `json:"gc"`
 	// Queues are the finalizer and cleanup queues now.
@@ -109,6 +115,22 @@ type PageQueue struct {
 	Delay          float64 `json:"delay_seconds"`
 }
 
+// PageCounter describes one of the ledger's counters
+// (finalizerwatch.Counter).
+type PageCounter struct {
+	Name string `json:"name"` // snake case: "registered", "cleared_outside"
+	Help string `json:"help"`
+	// Gauge marks a count that goes down as well as up (outstanding).
+	Gauge bool `json:"gauge"`
+	// Sparse marks a count that is 0 at nearly every site: the page
+	// draws its column only where a site shows it above 0 (or, for a
+	// Resource counter, in the runtime build mode).
+	Sparse bool `json:"sparse"`
+	// Resource marks a count that only a site with a resource has, known
+	// in the runtime build mode only (dropped).
+	Resource bool `json:"resource"`
+}
+
 // PageTotals is one kind's ledger summed.
 type PageTotals struct {
 	Sites       int    `json:"sites"`
@@ -117,6 +139,8 @@ type PageTotals struct {
 	Outstanding uint64 `json:"outstanding"`
 	Suspect     uint64 `json:"suspect"`
 	Dropped     uint64 `json:"dropped"`
+	// Counts are every counter of the kind, in PageData.Counters' order.
+	Counts []uint64 `json:"counts"`
 }
 
 // PageCycle is one GC cycle of the history.
@@ -166,6 +190,9 @@ type PageSite struct {
 	Suspect     uint64 `json:"suspect"`
 	// Dropped is SiteStats.Dropped: runtime build mode only, else 0.
 	Dropped uint64 `json:"dropped"`
+	// Counts are every counter of the site, in PageData.Counters' order
+	// (Registered, Executed, Outstanding and Dropped above among them).
+	Counts []uint64 `json:"counts"`
 	// Suspects is the site's suspect count at each row of History (same
 	// index), null where the site was not among that cycle's top sites.
 	Suspects []*uint64 `json:"suspects"`
@@ -296,6 +323,7 @@ func (p *Probe) pageData(now time.Time) *PageData {
 		HistoryCycles: PageHistoryCycles,
 		RuntimeMode:   finalizerwatch.RuntimeMode(),
 		Links:         PageLinks{Profile: ProfilePath, ProfileText: ProfilePath + "?debug=1", Metrics: MetricsPath},
+		Counters:      pageCounters,
 		Totals:        map[string]PageTotals{},
 		LedgerCycles:  map[string]uint64{},
 		History:       []PageCycle{},
@@ -348,7 +376,8 @@ func (p *Probe) pageData(now time.Time) *PageData {
 		ks := &r.sn.Kinds[k]
 		d.LedgerCycles[finalizerwatch.Kind(k).String()] = r.sn.Cycles[k]
 		d.Totals[finalizerwatch.Kind(k).String()] = PageTotals{Sites: ks.Sites, Registered: ks.Registered,
-			Executed: ks.Executed, Outstanding: ks.Outstanding, Suspect: ks.Suspect, Dropped: ks.Totals.Dropped}
+			Executed: ks.Executed, Outstanding: ks.Outstanding, Suspect: ks.Suspect, Dropped: ks.Totals.Dropped,
+			Counts: pageCounts(&ks.Counts)}
 	}
 	for i := range r.sn.Top {
 		s := &r.sn.Top[i]
@@ -392,9 +421,28 @@ func pageSite(s *finalizerwatch.SiteStats, rows int) PageSite {
 		Growth:     s.Growth,
 		Registered: s.Registered, Executed: s.Executed, Outstanding: s.Outstanding, Suspect: s.Suspect,
 		Dropped:  s.Dropped,
+		Counts:   pageCounts(&s.Counts),
 		Suspects: make([]*uint64, rows),
 		Stack:    pageStack(s.Stack),
 	}
+}
+
+// pageCounters is PageData.Counters: finalizerwatch.Counters, described.
+var pageCounters = func() []PageCounter {
+	var out []PageCounter
+	for _, c := range finalizerwatch.Counters() {
+		out = append(out, PageCounter{Name: c.Name, Help: c.Help, Gauge: c.Gauge, Sparse: c.Sparse, Resource: c.Resource})
+	}
+	return out
+}()
+
+// pageCounts is c's counters, in pageCounters' order.
+func pageCounts(c *finalizerwatch.Counts) []uint64 {
+	out := make([]uint64, 0, finalizerwatch.NumCounters)
+	for _, k := range finalizerwatch.Counters() {
+		out = append(out, k.Value(c))
+	}
+	return out
 }
 
 func pageHeapSites(sites []heapprofile.Site) []PageHeapSite {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -400,7 +401,13 @@ func TestLivePageShowsDroppedLeak(t *testing.T) {
 			return
 		}
 		d.RuntimeMode = true
-		d.Sites = append(d.Sites, droppedSite)
+		ds := droppedSite
+		ds.Counts = nil
+		for _, c := range d.Counters {
+			ds.Counts = append(ds.Counts, map[string]uint64{"registered": ds.Registered, "executed": ds.Executed,
+				"outstanding": ds.Outstanding, "dropped": ds.Dropped}[c.Name])
+		}
+		d.Sites = append(d.Sites, ds)
 		tot := d.Totals["finalizer"]
 		tot.Registered += droppedSite.Registered
 		tot.Dropped += droppedSite.Dropped
@@ -434,6 +441,7 @@ func TestLivePageShowsDroppedLeak(t *testing.T) {
 		Mode, ModeClass, Summary      string
 		ViewWidth                     float64
 		FnScroll, FnClient, FnVisible int
+		Heads                         []string
 	}
 	var got seen
 	testkit.Poll(t, 30*time.Second, "the dropped site's row and its sentence", func() bool {
@@ -449,6 +457,7 @@ func TestLivePageShowsDroppedLeak(t *testing.T) {
 			var g = document.createElement("td"); g.className = "verdict growing"; tr.appendChild(g);
 			out.GrowingColor = getComputedStyle(g).color; tr.removeChild(g);
 			out.Registered = tr.cells[heads.indexOf("registered")].textContent;
+			out.Heads = heads;
 			out.Loc = loc.textContent; out.LocTitle = loc.title;
 			out.LocScroll = loc.scrollWidth; out.LocClient = loc.clientWidth;
 			out.LocRight = loc.getBoundingClientRect().right; out.CellRight = cell.getBoundingClientRect().right;
@@ -480,6 +489,17 @@ func TestLivePageShowsDroppedLeak(t *testing.T) {
 	}
 	if got.Registered != "287000" {
 		t.Errorf("registered column reads %q, want 287000", got.Registered)
+	}
+	// A column per counter of the ledger, named as finalizerwatch.Counters
+	// names it: a sparse one only where a site counts it, or (dropped) in
+	// the runtime build mode, which the document says is on.
+	heads := strings.Join(got.Heads, "|")
+	for _, c := range finalizerwatch.Counters() {
+		col := strings.ReplaceAll(c.Name, "_", " ")
+		has := slices.Contains(got.Heads, col)
+		if want := !c.Sparse || c.Resource; has != want {
+			t.Errorf("the sites table's header %q: column %q drawn %v, want %v", heads, col, has, want)
+		}
 	}
 	// The file:line, shortened from the left, whole in its title, and
 	// not cut: the element is as wide as its text and ends inside its

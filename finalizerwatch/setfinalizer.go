@@ -188,10 +188,13 @@ func (w *Watcher) set(obj, finalizer any, addr uintptr, call callKind, pc uintpt
 	runtime.SetFinalizer(obj, fin)
 	sh.mu.Unlock()
 	if replaced {
-		old.site().clearedOutside.Add(1)
+		old.site().addRare(rareClearedOutside, 1)
 		old.cleared()
 	}
 }
+
+// rareClearedOutside is ClearedOutside's slot in a site's rare table.
+var rareClearedOutside = rareSlot("cleared_outside")
 
 // heldFinalizer returns the finalizer the runtime is given for the user's
 // finalizer when that is a closure on the heap: a closure that holds it,

@@ -126,8 +126,29 @@ type site struct {
 	ages ageRing
 	// cleared counts a cleanup's Stops, once settled (cleanup.go); a
 	// finalizer's clears are what ends counts beyond executed.
-	cleared        atomic.Uint64
-	clearedOutside atomic.Uint64 // of cleared: found replaced or cleared outside the watcher
+	cleared atomic.Uint64
+	// rare holds the counts of the rare counters (Counter.rare:
+	// ClearedOutside), nil until the entry's first.
+	rare atomic.Pointer[rareCounts]
+}
+
+// maxRare is how many rare counters a rare table holds: one cache line.
+const maxRare = 8
+
+// rareCounts is an entry's rare table, indexed by Counter.slot.
+type rareCounts [maxRare]atomic.Uint64
+
+// addRare adds n to the entry's rare counter in slot (rareSlot), and
+// allocates the entry's rare table at its first.
+func (s *site) addRare(slot int, n uint64) {
+	r := s.rare.Load()
+	if r == nil {
+		r = new(rareCounts)
+		if !s.rare.CompareAndSwap(nil, r) {
+			r = s.rare.Load()
+		}
+	}
+	r[slot].Add(n)
 }
 
 // addReg is Watcher.account's atomic add, for a registration in cycle cyc when the
@@ -331,7 +352,12 @@ func (s *site) countsLocked(cur uint32) Counts {
 		doneN += uint64(s.ends[i].Load())
 	}
 	doneN += r.oldDone.Load() + uint64(int64(r.doneWraps.Load()))<<32
-	c := Counts{Executed: s.executed.Load(), ClearedOutside: s.clearedOutside.Load()}
+	c := Counts{Executed: s.executed.Load()}
+	if rare := s.rare.Load(); rare != nil {
+		for _, k := range rareCounters {
+			*c.at(k.index) = rare[k.slot].Load()
+		}
+	}
 	if s.kind == KindCleanup {
 		// A Stop ends the registration's age at once, but counts as
 		// cleared only once settled (cleanup.go): until then it is

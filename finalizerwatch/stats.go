@@ -2,6 +2,7 @@ package finalizerwatch
 
 import (
 	"cmp"
+	"unsafe"
 
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -69,28 +70,85 @@ type Counter struct {
 	Summary bool
 	// Value reads the counter from c.
 	Value func(c *Counts) uint64
+
+	// rare marks a count that a ledger entry keeps in its rare table
+	// (site.rare, allocated at the entry's first such event) rather than in
+	// a field of its own: a new counter of something seldom seen is a row
+	// here with rare set and a call of site.addRare where it happens, and
+	// takes no room in an entry that never sees it (the entry is full:
+	// TestSiteNodeSize). slot is its index in the table, set by init.
+	rare bool
+	slot int8
+	// index is the counter's place in Counters and so in Counts (at).
+	index int
 }
 
 // counters is the list Counters returns.
-var counters = [NumCounters]Counter{
+var counters = completeCounters([NumCounters]Counter{
 	{Name: "registered", Summary: true,
-		Help:  "Finalizers or cleanups registered at the site through the watcher.",
-		Value: func(c *Counts) uint64 { return c.Registered }},
+		Help: "Finalizers or cleanups registered at the site through the watcher."},
 	{Name: "executed", Summary: true,
-		Help:  "Finalizers or cleanups registered at the site that ran to completion.",
-		Value: func(c *Counts) uint64 { return c.Executed }},
+		Help: "Finalizers or cleanups registered at the site that ran to completion."},
 	{Name: "cleared",
-		Help:  "Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running.",
-		Value: func(c *Counts) uint64 { return c.Cleared }},
-	{Name: "cleared_outside", Sparse: true,
-		Help:  "Of the cleared, finalizers registered at the site that were found cleared or replaced outside the watcher (runtime.SetFinalizer called directly) when their object's address was registered again.",
-		Value: func(c *Counts) uint64 { return c.ClearedOutside }},
+		Help: "Finalizers or cleanups registered at the site that were cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running."},
+	{Name: "cleared_outside", Sparse: true, rare: true,
+		Help: "Of the cleared, finalizers registered at the site that were found cleared or replaced outside the watcher (runtime.SetFinalizer called directly) when their object's address was registered again."},
 	{Name: "dropped", Resource: true, Sparse: true,
-		Help:  "Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only.",
-		Value: func(c *Counts) uint64 { return c.Dropped }},
+		Help: "Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only."},
 	{Name: "outstanding", Gauge: true, Summary: true,
-		Help:  "Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared.",
-		Value: func(c *Counts) uint64 { return c.Outstanding }},
+		Help: "Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared."},
+})
+
+// completeCounters completes the rows of counters: each one's index and
+// Value, and the rare ones' slots.
+func completeCounters(cs [NumCounters]Counter) [NumCounters]Counter {
+	var slot int8
+	for i := range cs {
+		cs[i].index = i
+		cs[i].Value = func(c *Counts) uint64 { return *c.at(i) }
+		if cs[i].rare {
+			cs[i].slot = slot
+			slot++
+		}
+	}
+	if slot > maxRare {
+		panic("finalizerwatch: more rare counters than a rare table holds (maxRare)")
+	}
+	return cs
+}
+
+// at is c's counter of index i: Counts is NumCounters uint64s, in the
+// order of Counters (TestCountersDescribeEveryCount; the sizes below).
+// It takes no function value, so that a Counts on the stack stays there.
+func (c *Counts) at(i int) *uint64 {
+	return &(*[NumCounters]uint64)(unsafe.Pointer(c))[i]
+}
+
+// Counts is exactly NumCounters uint64s: neither difference underflows.
+var (
+	_ [unsafe.Sizeof(Counts{}) - NumCounters*unsafe.Sizeof(uint64(0))]struct{}
+	_ [NumCounters*unsafe.Sizeof(uint64(0)) - unsafe.Sizeof(Counts{})]struct{}
+)
+
+// rareCounters are the rare rows of counters, in their slots' order.
+var rareCounters = func() []*Counter {
+	var rare []*Counter
+	for i := range counters {
+		if counters[i].rare {
+			rare = append(rare, &counters[i])
+		}
+	}
+	return rare
+}()
+
+// rareSlot is the slot of the rare counter named name, for site.addRare.
+func rareSlot(name string) int {
+	for _, c := range rareCounters {
+		if c.Name == name {
+			return int(c.slot)
+		}
+	}
+	panic("finalizerwatch: no rare counter " + name)
 }
 
 // NumCounters is the number of counters of Counts (and of Counters).
@@ -115,12 +173,9 @@ func SummaryCounters() []Counter {
 
 // Add adds o to c, counter by counter.
 func (c *Counts) Add(o Counts) {
-	c.Registered += o.Registered
-	c.Executed += o.Executed
-	c.Cleared += o.Cleared
-	c.ClearedOutside += o.ClearedOutside
-	c.Dropped += o.Dropped
-	c.Outstanding += o.Outstanding
+	for i := range NumCounters {
+		*c.at(i) += *o.at(i)
+	}
 }
 
 // SiteStats is the ledger of one call site (or, from Stacks, of one

@@ -66,3 +66,37 @@ func TestSummaryCounters(t *testing.T) {
 		t.Errorf("SummaryCounters are %q, want the Summary counters %q", got, want)
 	}
 }
+
+// A rare counter costs an entry nothing until its first event (no rare
+// table), and what site.addRare counts in its slot is what the entry's
+// Counts read in its field, for every rare counter, with no other
+// counter touched.
+func TestRareCountersReadBack(t *testing.T) {
+	if len(rareCounters) == 0 {
+		t.Skip("no rare counter")
+	}
+	var s site
+	s.ages.mu.Lock()
+	if c := s.countsLocked(0); c != (Counts{}) || s.rare.Load() != nil {
+		t.Fatalf("a new entry reads %+v, rare table %p", c, s.rare.Load())
+	}
+	s.ages.mu.Unlock()
+	for i, k := range rareCounters {
+		if got := rareSlot(k.Name); got != int(k.slot) || got != i {
+			t.Errorf("rareSlot(%q) = %d, want %d", k.Name, got, i)
+		}
+		s.addRare(int(k.slot), uint64(100+i))
+	}
+	s.ages.mu.Lock()
+	c := s.countsLocked(0)
+	s.ages.mu.Unlock()
+	for _, k := range Counters() {
+		want := uint64(0)
+		if k.rare {
+			want = uint64(100 + int(k.slot))
+		}
+		if got := k.Value(&c); got != want {
+			t.Errorf("%s reads %d, want %d", k.Name, got, want)
+		}
+	}
+}

@@ -108,11 +108,40 @@
     box.hidden = false;
   }
 
-  var COLUMNS = 10; // of the sites table
+  // counterColumns are the sites table's counter columns: one per counter
+  // the probe declares (d.counters: finalizerwatch.Counters), in its order,
+  // a sparse one only where a site shows it above 0 or, for a resource
+  // counter (dropped), in the runtime build mode. A counter added to the
+  // ledger is a column here with no change to the page.
+  function counterColumns(d) {
+    var cols = [];
+    d.counters.forEach(function (c, i) {
+      if (!c.sparse || (c.resource && d.runtime_mode) || d.sites.some(function (s) { return count(s, c, i) > 0; }))
+        cols.push({ counter: c, index: i });
+    });
+    return cols;
+  }
+  // count is site s's counter c, the i-th: from its counts, or from its
+  // field of that name in a document that has none.
+  function count(s, c, i) { return s.counts ? s.counts[i] : s[c.name]; }
+
+  // renderHead draws the sites table's header, and returns its number of
+  // columns.
+  function renderHead(cols) {
+    var tr = $("sites").tHead.rows[0];
+    clear(tr);
+    function th(text, title) { var e = el("th", text); if (title) e.title = title; tr.appendChild(e); }
+    th("site"); th("kind"); th("class"); th("growth", "New highs of the site's suspect count over the growth model's window");
+    cols.forEach(function (k) { th(k.counter.name.replace(/_/g, " "), k.counter.help); });
+    th("suspect", "Outstanding registrations that survived the suspect threshold: leaks, or caches");
+    th("suspects per GC cycle");
+    return tr.cells.length;
+  }
 
   function renderSites(d) {
     var tb = $("sites").tBodies[0];
     clear(tb);
+    var cols = counterColumns(d), columns = renderHead(cols);
     var shown = null;
     d.sites.forEach(function (s) {
       var tr = el("tr");
@@ -130,11 +159,11 @@
       var v = s.verdict || s.class; // a document of an older probe has no verdict
       tr.appendChild(el("td", v, "verdict " + v));
       tr.appendChild(el("td", s.class === "growing" ? "+" + s.growth : "-"));
-      tr.appendChild(el("td", s.registered));
-      tr.appendChild(el("td", s.outstanding));
+      cols.forEach(function (k) {
+        var v = count(s, k.counter, k.index);
+        tr.appendChild(el("td", v, k.counter.resource && v ? "dropped" : ""));
+      });
       tr.appendChild(el("td", s.suspect));
-      tr.appendChild(el("td", s.executed));
-      tr.appendChild(el("td", d.runtime_mode ? s.dropped : "–", s.dropped ? "dropped" : ""));
       var sp = el("td");
       sp.appendChild(spark(s.suspects));
       tr.appendChild(sp);
@@ -146,7 +175,7 @@
         // dropped there and what to do.
         var why = el("tr", null, "why"), wd = el("td", null, "why");
         why.setAttribute("data-why", s.site);
-        wd.colSpan = COLUMNS;
+        wd.colSpan = columns;
         wd.appendChild(el("span", "leak", "badge"));
         wd.appendChild(loc(s.file, s.line));
         wd.appendChild(el("span", ": " + s.words, "words"));
@@ -158,7 +187,7 @@
     });
     if (!d.sites.length) {
       var tr = el("tr"), td = el("td", "no watched finalizer or cleanup yet");
-      td.colSpan = COLUMNS;
+      td.colSpan = columns;
       tr.appendChild(td);
       tb.appendChild(tr);
     }

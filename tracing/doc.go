@@ -70,8 +70,7 @@
 //	                                   a leak from a cache (0: enough have passed)
 //	gcprobe.finalizers.sites           sites with finalizers; likewise gcprobe.cleanups.*
 //	gcprobe.finalizers.<counter>       each counter of finalizerwatch.Counters, summed over every
-//	                                   site: registered, executed, cleared, cleared_outside,
-//	                                   dropped, outstanding (as at a site, below)
+//	                                   site (gcprobe.finalizers.registered, ...; as at a site, below)
 //	gcprobe.finalizers.suspect         outstanding that survived suspect_cycles cycles
 //	gcprobe.finalizers.cycles          GC cycles the finalizer goroutine caught up with
 //	                                   (the clock ages are measured in)
@@ -95,16 +94,9 @@
 //	gcprobe.kind                       "finalizer" or "cleanup"
 //	gcprobe.resource                   what the standard library registered there, "os.File",
 //	                                   "net.Conn", ... (runtime build mode; absent otherwise)
-//	gcprobe.<counter>                  each counter of finalizerwatch.Counters, named as it
-//	                                   names them; today:
-//	gcprobe.registered                 registrations at the site
-//	gcprobe.executed                   finalizers or cleanups that ran
-//	gcprobe.cleared                    cleared or stopped before running
-//	gcprobe.cleared_outside            of the cleared, found cleared by runtime.SetFinalizer
-//	                                   called directly
-//	gcprobe.dropped                    of the executed, files or connections dropped without
-//	                                   Close (runtime build mode)
-//	gcprobe.outstanding                registered - executed - cleared
+//	gcprobe.<counter>                  each counter of finalizerwatch.Counters, named and meaning
+//	                                   what it says (gcprobe.registered, gcprobe.executed,
+//	                                   gcprobe.outstanding, ...; docs/metrics.md lists them)
 //	gcprobe.suspect                    outstanding that survived the suspect threshold
 //	gcprobe.max_cycles_survived        GC cycles the oldest outstanding registration survived
 //	                                   (finalizerwatch.AgeBuckets-1 means at least that many)

@@ -32,19 +32,16 @@
 // "function file:line" (stackcapture.Frame.String), or "other".
 //
 //	name                                       type       labels      meaning
-//	gcprobe_finalizers_outstanding             gauge      kind, site  registered through the watcher, neither run nor cleared
-//	gcprobe_finalizers_registered_total        counter    kind, site  registered through the watcher
-//	gcprobe_finalizers_executed_total          counter    kind, site  ran to completion
-//	gcprobe_finalizers_cleared_total           counter    kind, site  cleared (SetFinalizer(obj, nil), Cleanup.Stop) before running
-//	gcprobe_finalizers_cleared_outside_total   counter    kind, site  of the cleared, found cleared or replaced by runtime.SetFinalizer called directly
-//	                                                                  (sent only where above 0)
-//	gcprobe_finalizers_dropped_total           counter    kind, resource, site
-//	                                                                  ran for a file, connection, os.Root or os.Process dropped without Close
-//	                                                                  (runtime build mode; sent for sites registered through the standard library;
-//	                                                                  resource is finalizerwatch.SiteStats.Resource, "" under site="other")
-//	gcprobe_finalizers_all_registered_total    counter    kind        the kind's exact total of gcprobe_finalizers_registered_total over every site;
-//	                                                                  likewise _all_executed_total, _all_cleared_total, _all_cleared_outside_total
-//	                                                                  and _all_dropped_total (sent always)
+//	gcprobe_finalizers_<counter>_total         counter    kind, site  one per counter of the ledger (finalizerwatch.Counters), named and
+//	                                                                  described as it names and describes it: registered_total,
+//	                                                                  executed_total, ...; docs/metrics.md lists them. A Sparse
+//	                                                                  counter's is sent only where above 0; a Resource counter's
+//	                                                                  (dropped) carries the label resource between kind and site
+//	                                                                  (finalizerwatch.SiteStats.Resource, "" under site="other") and
+//	                                                                  is sent for every site registered through the standard library
+//	gcprobe_finalizers_<counter>               gauge      kind, site  likewise, for a Gauge counter: gcprobe_finalizers_outstanding
+//	gcprobe_finalizers_all_<counter>_total     counter    kind        the kind's exact total of a counter over every site, sent always
+//	                                                                  (gcprobe_finalizers_all_registered_total, ...)
 //	gcprobe_finalizers_suspect_objects         gauge      kind, site  outstanding and survived >= the watcher's SuspectCycles GC cycles
 //	gcprobe_finalizers_growing                 gauge      kind, site  1 while the growth model classes the site growing (a leak), else 0;
 //	                                                                  under site="other", how many growing sites are outside the top K
@@ -71,12 +68,10 @@
 //	gcprobe_stacks_overflow_total              counter    -           registration stacks not kept (stack table full)
 //	gcprobe_sites_tracked                      gauge      kind        sites with a ledger entry, the overflow entry not included
 //
-// The series from gcprobe_finalizers_outstanding to
-// gcprobe_finalizers_dropped_total are the ledger's counters, one per
-// finalizerwatch.Counters, named and described as it says. They and the
+// The series of the ledger's counters (<counter> above) and the
 // series to gcprobe_finalizer_duration_seconds come from the watcher's
-// ledger and are always exported (the sparse ones, cleared_outside and
-// dropped, where their lines say), as are the last three. gcprobe_finalizer_running_seconds has one series per
+// ledger and are always exported (a Sparse counter's where its line
+// says), as are the last three. gcprobe_finalizer_running_seconds has one series per
 // site with a callback running now, whatever the top K: finalizers run one
 // at a time and cleanups on a few goroutines, so they are few, and a
 // blocked one must be named even when its site ranks low. The queue, pause, forced-cycle and CPU series, and
