@@ -202,6 +202,9 @@ type runner interface{ run() }
 // dictionary, allocated on every registration.
 func runCleanup(r runner) { r.run() }
 
+// rareRanAfterStop is RanAfterStop's slot in a site's rare table.
+var rareRanAfterStop = rareSlot("ran_after_stop")
+
 func (r *cleanupRec[S]) run() {
 	f := r.h.state.Load() & cleanupSampled // set before the runtime had r
 	s, smp := refSite(r.h.ref, f != 0), refSample(r.h.ref, f != 0)
@@ -223,6 +226,7 @@ func (r *cleanupRec[S]) run() {
 		// stop it. Stop already took it off the outstanding ages, and
 		// counted nothing (see settleStops).
 		s.executed.Add(1)
+		s.addRare(rareRanAfterStop, 1)
 	default:
 		return // cannot happen: the runtime runs a cleanup once
 	}

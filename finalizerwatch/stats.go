@@ -33,8 +33,13 @@ type Counts struct {
 	// network connections, os.Root, os.Process): each one a descriptor or
 	// handle the program left to the garbage collector. Runtime build
 	// mode only.
-	Dropped     uint64
-	Outstanding uint64 // Registered - Executed - Cleared
+	Dropped uint64
+	// RanAfterStop counts, of Executed, the cleanups that ran though
+	// Cleanup.Stop was called for them: the runtime had queued them
+	// already, and a Stop does not stop a queued cleanup. A program that
+	// counts on Stop to keep its cleanup from running races with it there.
+	RanAfterStop uint64
+	Outstanding  uint64 // Registered - Executed - Cleared
 }
 
 // Counter describes one of the Counts to the ledger's readers: the
@@ -95,6 +100,8 @@ var counters = completeCounters([NumCounters]Counter{
 		Help: "Of the cleared, finalizers registered at the site that were found cleared or replaced outside the watcher (runtime.SetFinalizer called directly) when their object's address was registered again."},
 	{Name: "dropped", Resource: true, Sparse: true,
 		Help: "Finalizers or cleanups that ran for an object the standard library finalizes only when it was dropped without Close (files, network connections, os.Root, os.Process), registered through the site: each one a descriptor or handle left to the garbage collector. Runtime build mode only."},
+	{Name: "ran_after_stop", Sparse: true, rare: true,
+		Help: "Of the executed, cleanups registered at the site that ran though Cleanup.Stop was called for them: the runtime had queued them already, and Stop does not stop a queued cleanup."},
 	{Name: "outstanding", Gauge: true, Summary: true,
 		Help: "Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared."},
 })
@@ -152,7 +159,7 @@ func rareSlot(name string) int {
 }
 
 // NumCounters is the number of counters of Counts (and of Counters).
-const NumCounters = 6
+const NumCounters = 7
 
 // Counters returns the description of every counter of Counts, in the
 // order of its fields.

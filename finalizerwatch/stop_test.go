@@ -52,6 +52,9 @@ func TestStopOfAQueuedCleanupNeverUncounts(t *testing.T) {
 			t.Fatalf("%s: cleared went down from %d to %d", when, last, tot.Cleared)
 		}
 		last = tot.Cleared
+		if tot.RanAfterStop != tot.Executed {
+			t.Fatalf("%s: %d ran after Stop, %d executed: this registration's only run comes after its Stop", when, tot.RanAfterStop, tot.Executed)
+		}
 		if tot.Registered != tot.Executed+tot.Cleared+tot.Outstanding {
 			t.Fatalf("%s: %+v does not add up", when, tot)
 		}
@@ -66,8 +69,8 @@ func TestStopOfAQueuedCleanupNeverUncounts(t *testing.T) {
 	close(release)
 	testkit.AwaitGC(t, 20*time.Second, "the stopped cleanup's run", func() bool { return ran.Load() == 1 })
 	drain(t)
-	if tot := check("ran"); tot.Executed != 1 || tot.Cleared != 0 || tot.Outstanding != 0 {
-		t.Fatalf("after the run: %+v, want executed 1, cleared 0, outstanding 0", tot)
+	if tot := check("ran"); tot.Executed != 1 || tot.Cleared != 0 || tot.Outstanding != 0 || tot.RanAfterStop != 1 {
+		t.Fatalf("after the run: %+v, want executed 1 (ran after Stop), cleared 0, outstanding 0", tot)
 	}
 }
 
