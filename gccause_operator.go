@@ -2,7 +2,6 @@ package probe
 
 import (
 	"cmp"
-	"context"
 	"log/slog"
 	"runtime/debug"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/heapprofile"
+	"github.com/gcprobe/probe/internal/logs"
 	"github.com/gcprobe/probe/stackcapture"
 )
 
@@ -104,7 +104,7 @@ func (o *operatorCauses) judge(sn heapprofile.Snapshot, now time.Time, l *slog.L
 	// handler holds up no Report, and one that asks for a Report does
 	// not deadlock.
 	for _, ch := range changes {
-		logOperator(l, ch.cause, ch.named)
+		logs.Operator(l, ch.cause, ch.named)
 	}
 }
 
@@ -148,27 +148,6 @@ func (o *operatorCauses) causes(dst []Cause) []Cause {
 var operatorOrder = [...]string{
 	heapprofile.CauseManagedFieldsCached, heapprofile.CauseCacheNoTransform, heapprofile.CauseCacheDeepCopy,
 	heapprofile.CauseRelistStorm, heapprofile.CauseGOMEMLIMITUnset,
-}
-
-// logOperator logs an operator cause named or gone, at Warn, as the
-// detector events are.
-func logOperator(l *slog.Logger, c heapprofile.OperatorCause, named bool) {
-	msg := "gcprobe: detector cleared"
-	if named {
-		msg = "gcprobe: detector firing"
-	}
-	attrs := []slog.Attr{
-		slog.String("detector", c.Name),
-		slog.Float64("value", c.Value),
-		slog.Float64("threshold", c.Threshold),
-	}
-	if named {
-		attrs = append(attrs, slog.String("cause", c.Words), slog.String("fix", c.Fix))
-		if c.Site != (stackcapture.Frame{}) {
-			attrs = append(attrs, slog.String("line", c.Site.Label()))
-		}
-	}
-	l.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
 }
 
 // recentForced ranks the lines that forced GC cycles by their calls over

@@ -1,63 +1,105 @@
 package probe
 
 import (
-	"bytes"
-	"embed"
-	"encoding/json"
 	"net/http"
-	"net/url"
-	"path"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/page"
 )
 
 // The live page: what the probe sees, for a person, without Prometheus.
-// Three embedded files (page/) and a JSON document (PageData), all served
-// by PageHandler; the page fetches the document every few seconds from
-// its own address and nothing else (its Content-Security-Policy forbids
-// any other request), draws with plain SVG, and needs no build step.
+// internal/page holds it (its files, its JSON document and the history
+// it shows); the probe serves it and feeds it its one read (cycles.go).
 
 // PagePath is where WithListenAddr's listener serves the live page, and
 // where PageHandler is meant to be mounted. PageDataPath is the page's
 // JSON document (PageData), relative to the page.
 const (
 	PagePath     = "/debug/gcprobe/"
-	PageDataPath = "data.json"
+	PageDataPath = page.DataPath
 )
 
-//go:embed page/index.html page/page.js page/page.css
-var pageFS embed.FS
+// PageSchema is the version of PageData's JSON.
+const PageSchema = page.Schema
+
+// The history the probe keeps for the live page, in the probe, not in the
+// browser, so that a reload keeps it: a ring of the last
+// PageHistoryCycles rows, each one GC cycle or the cycles of
+// PageHistoryStep, with the heap, the GC's CPU share, both queues and the
+// suspects of that cycle's top sites, and a ring of the last PageEvents
+// detector events. Memory is fixed once the rings are full.
+const (
+	// PageHistoryCycles is how many GC cycles of history the probe keeps
+	// for the live page (/debug/gcprobe/): its charts and sparklines show
+	// at most this many points. A cycle is recorded when the probe's
+	// per-cycle read sees the runtime's GC count move; when several GC
+	// cycles end between two reads (a burst of forced GCs) the row
+	// stands for the last of them, while the pause chart, read from the
+	// runtime's own per-cycle record (debug.ReadGCStats), still has one
+	// point per cycle.
+	PageHistoryCycles = page.HistoryCycles // 120
+	// PageHistoryStep is the least time a row of the history stands for:
+	// on a server that runs fifty GC cycles a second, a row is the last
+	// cycle of each 2 s, so that the page's charts cover four minutes,
+	// not two seconds; on one that runs a cycle a minute, a row is a
+	// cycle, and the charts cover two hours.
+	PageHistoryStep = page.HistoryStep // 2 * time.Second
+	// PageEvents is how many detector events (firing and cleared) the
+	// probe keeps for the live page.
+	PageEvents = page.HistoryEvents // 64
+)
+
+// The live page's JSON document and its parts: PageData is the document
+// served at PageDataPath; the others are its fields' types.
+type (
+	// PageData is the live page's JSON document, served at PageDataPath
+	// under the page: the page renders it and nothing else; scripts and
+	// tests may read it too. Its fields are stable within a PageSchema
+	// version.
+	PageData = page.Data
+	// PageGC is the GC as the sampler's latest round saw it.
+	PageGC = page.GC
+	// PageQueues are the finalizer and the cleanup queue.
+	PageQueues = page.Queues
+	// PageQueue is one queue: its length, drain rate and delay.
+	PageQueue = page.Queue
+	// PageCounter describes one of the ledger's counters
+	// (finalizerwatch.Counter): the page draws a column per counter from
+	// these.
+	PageCounter = page.Counter
+	// PageTotals is one kind's ledger summed.
+	PageTotals = page.Totals
+	// PageCycle is one GC cycle of the history.
+	PageCycle = page.Cycle
+	// PagePause is one GC cycle's stop-the-world time.
+	PagePause = page.Pause
+	// PageSite is one top site, with its counts, verdict, sparkline and
+	// stack.
+	PageSite = page.Site
+	// PageFrame is one frame of a stack.
+	PageFrame = page.Frame
+	// PageRunning is a callback running now.
+	PageRunning = page.Running
+	// PageEvent is a detector event.
+	PageEvent = page.Event
+	// PageGCCause is why the GC works hard now.
+	PageGCCause = page.GCCause
+	// PageCause is one firing cause detector and the lines it points at.
+	PageCause = page.Cause
+	// PageAllocating is the heap profile's picture.
+	PageAllocating = page.Allocating
+	// PageHeapSite is one site of the heap profile.
+	PageHeapSite = page.HeapSite
+	// PageOverflow counts what the ledger's bounded tables refused.
+	PageOverflow = page.Overflow
+	// PageLinks are the probe's other handlers.
+	PageLinks = page.Links
+)
 
 // pageMaxConcurrent bounds the documents built at once; a build reads the
 // ledger's top sites (O(WithTopK)) and the history (O(PageHistoryCycles)).
 const pageMaxConcurrent = 4
-
-// pageAsset is an embedded file and its content type.
-type pageAsset struct {
-	body        []byte
-	contentType string
-}
-
-var pageAssets = func() map[string]pageAsset {
-	m := map[string]pageAsset{}
-	for name, ct := range map[string]string{
-		"index.html": "text/html; charset=utf-8",
-		"page.js":    "text/javascript; charset=utf-8",
-		"page.css":   "text/css; charset=utf-8",
-	} {
-		b, err := pageFS.ReadFile("page/" + name)
-		if err != nil {
-			panic("probe: embedded page file missing: " + name) // a build of this package without its files
-		}
-		m[name] = pageAsset{b, ct}
-	}
-	return m
-}()
-
-// pageCSP lets the page load its own script and style and fetch from its
-// own origin, and nothing else: no network request leaves the probe.
-const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // PageHandler serves the live page: the top sites by the leak model with
 // their class, growth, counts and a per-GC-cycle sparkline of suspects,
@@ -100,62 +142,31 @@ func (p *Probe) PageHandler() http.Handler {
 // pageHandler is PageHandler without the guard, for Handler, which has
 // its own.
 func (p *Probe) pageHandler() http.Handler {
-	data := queue(pageMaxConcurrent, p.life.Done(), http.HandlerFunc(p.serveData))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
-		name := "index.html"
-		if !strings.HasSuffix(r.URL.Path, "/") {
-			name = path.Base(r.URL.Path)
-		}
-		switch a, ok := pageAssets[name]; {
-		case name == PageDataPath:
-			data.ServeHTTP(w, r)
-		case ok:
-			servePageAsset(w, a)
-		case !strings.HasSuffix(r.URL.Path, "/") && name != "" && name != "/" && !strings.ContainsAny(name, ".:"):
-			// The page's folder without its slash: relative to the
-			// request, "./name/" is the page (the relative form keeps a
-			// handler mounted anywhere, or behind a prefix, right).
-			// (http.Redirect would make it absolute, against a path
-			// a StripPrefix may have cut.)
-			w.Header().Set("Location", "./"+url.PathEscape(name)+"/")
-			w.WriteHeader(http.StatusMovedPermanently)
-		default:
-			http.NotFound(w, r)
-		}
-	})
+	return page.Handler(queue(pageMaxConcurrent, p.life.Done(), http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		page.ServeData(w, p.pageData(time.Now()))
+	})))
 }
 
-func setPageHeaders(h http.Header, contentType string) {
-	h.Set("Content-Type", contentType)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", pageCSP)
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-store")
-}
-
-func servePageAsset(w http.ResponseWriter, a pageAsset) {
-	setPageHeaders(w.Header(), a.contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(a.body) // HEAD: the server discards it
-}
-
-// serveData answers the JSON document, built into memory first so that a
-// failure is a status code, not a truncated document.
-func (p *Probe) serveData(w http.ResponseWriter, r *http.Request) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(p.pageData(time.Now())); err != nil {
-		http.Error(w, "gcprobe: encoding the page's data failed", http.StatusInternalServerError)
-		return
+// pageData builds the page's document from the probe's one read: the
+// pauses from the oldest cycle the history holds.
+func (p *Probe) pageData(now time.Time) *PageData {
+	var r reading
+	p.read(&r, readFor{stacks: true, causes: true, pauses: true, pausesSince: p.history.FirstCycle()})
+	in := page.Input{
+		Now:         now,
+		RuntimeMode: finalizerwatch.RuntimeMode(),
+		Links:       PageLinks{Profile: ProfilePath, ProfileText: ProfilePath + "?debug=1", Metrics: MetricsPath},
+		Ledger:      &r.sn,
+		GC:          &r.ms,
+		Firing:      r.firing,
+		Pauses:      r.pauses,
+		Heap:        &r.cause.Heap,
+		History:     p.history,
 	}
-	setPageHeaders(w.Header(), "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(http.StatusOK)
-	_, _ = buf.WriteTo(w)
+	for i := range r.cause.Causes {
+		c := &r.cause.Causes[i]
+		in.Causes = append(in.Causes, page.CauseIn{Name: c.Name, Words: c.Words, Fix: c.Fix, Note: c.Note,
+			Since: c.Since, Line: c.Line, Callers: c.Callers, Growing: c.Growing, Sites: c.Sites})
+	}
+	return page.Build(&in)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gcprobe/probe/heapprofile"
 	"github.com/gcprobe/probe/internal/lifecycle"
 	"github.com/gcprobe/probe/internal/listener"
+	"github.com/gcprobe/probe/internal/page"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 	"github.com/gcprobe/probe/tracing"
@@ -65,7 +66,7 @@ type Probe struct {
 	heap      *heapprofile.Profiler
 	operator  *operatorCauses // an operator's own GC causes (gccause_operator.go)
 	forced    recentForced    // forced GC lines by their recent calls (gccause_operator.go)
-	history   *history        // the live page's memory (history.go)
+	history   *page.History   // the live page's memory (internal/page)
 
 	life lifecycle.Lifecycle // idle → running → stopped, once
 
@@ -74,7 +75,7 @@ type Probe struct {
 	registered bool
 	server     *http.Server
 	restore    func() // undoes WithFullStacks and the suspect age on the watcher
-	detach     func() // detaches the runtime build mode's hooks (dropped.go)
+	detach     func() // detaches the runtime build mode's hooks (logs.go)
 	mu         sync.Mutex
 	addr       net.Addr
 	listener   *listener.Listener
@@ -98,7 +99,7 @@ func New(opts ...Option) (*Probe, error) {
 		watcher: cfg.watcher,
 		sampler: sampler,
 		profile: pprofexporter.Handler(cfg.watcher),
-		history: newHistory(),
+		history: page.NewHistory(),
 	}
 	p.operator = newOperatorCauses()
 	if p.heap, err = newHeapProfile(&cfg, p.operator); err != nil {
@@ -367,3 +368,25 @@ func unmadeHandler(err error) http.Handler {
 // Panics returns how many panics inside the probe's own goroutines were
 // recovered.
 func (p *Probe) Panics() uint64 { return p.panics.Load() }
+
+// runningFunc is the finalizer_blocked detector's source: the watcher's
+// longest-running callback. memstats may not import finalizerwatch (imports
+// point down only), so the probe, which imports both, joins them here.
+func runningFunc(w *finalizerwatch.Watcher) memstats.RunningFunc {
+	var (
+		mu sync.Mutex
+		sn finalizerwatch.Snapshot // reused: no allocation per tick
+	)
+	return func() (memstats.Running, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		// No top sites, and no ranking unless there is none yet: the
+		// running callbacks are read live, in O(1).
+		w.Read(&sn, finalizerwatch.ReadOptions{Unranked: true})
+		if len(sn.Running) == 0 {
+			return memstats.Running{}, false
+		}
+		r := sn.Running[0]
+		return memstats.Running{Kind: r.Kind.String(), Site: r.Site.Label(), For: r.For}, true
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gcprobe/probe/finalizerwatch"
+	"github.com/gcprobe/probe/internal/page"
 	"github.com/gcprobe/probe/memstats"
 )
 
@@ -63,24 +64,25 @@ func (p *Probe) Report() Report {
 		logUnmade(err)
 		return Report{Time: time.Now()}
 	}
-	// One fresh read of the ledger (exact counts; a report is rare) gives
-	// the totals, the top sites, the running callbacks and the overflow.
-	var sn finalizerwatch.Snapshot
-	p.watcher.Read(&sn, finalizerwatch.ReadOptions{TopK: p.cfg.topK, Stacks: true, Fresh: true})
+	// One fresh read (exact counts; a report is rare) gives the totals,
+	// the top sites, the running callbacks, the overflow, the detectors
+	// firing and the causes of GC work.
+	var r reading
+	p.read(&r, readFor{fresh: true, stacks: true, causes: true})
 	return Report{
 		Time:       time.Now(),
-		GC:         p.sampler.Snapshot(),
-		Finalizers: sn.Kinds[finalizerwatch.KindFinalizer].Totals,
-		Cleanups:   sn.Kinds[finalizerwatch.KindCleanup].Totals,
-		Top:        sn.Top,
-		MoreCycles: sn.MoreCyclesNeeded,
-		MoreTime:   sn.MoreTimeNeeded,
-		Firing:     p.sampler.Active(nil),
-		Running:    sn.Running,
-		Overflow:   sn.Overflow,
+		GC:         r.ms,
+		Finalizers: r.sn.Kinds[finalizerwatch.KindFinalizer].Totals,
+		Cleanups:   r.sn.Kinds[finalizerwatch.KindCleanup].Totals,
+		Top:        r.sn.Top,
+		MoreCycles: r.sn.MoreCyclesNeeded,
+		MoreTime:   r.sn.MoreTimeNeeded,
+		Firing:     r.firing,
+		Running:    r.sn.Running,
+		Overflow:   r.sn.Overflow,
 
 		RuntimeMode: finalizerwatch.RuntimeMode(),
-		GCCause:     p.gcCause(p.sampler.Active(nil)),
+		GCCause:     r.cause,
 	}
 }
 
@@ -172,7 +174,7 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 				res = " (" + s.Resource + ")"
 			}
 			fmt.Fprintf(tw, "%s %s:%d%s\t%s\t%s\t%s\t", s.Site.Function, filepath.Base(s.Site.File), s.Site.Line, res,
-				s.Kind, siteVerdict(&s), growth)
+				s.Kind, page.Verdict(&s), growth)
 			for _, c := range reportColumns {
 				fmt.Fprintf(tw, "%d\t", c.value(&s))
 			}
@@ -184,7 +186,7 @@ func (r Report) WriteTo(w io.Writer) (int64, error) {
 		// that the line is found without the table's short form).
 		for _, s := range r.Top {
 			if s.Dropped > 0 {
-				fmt.Fprintf(&b, "leak at %s: %s\n", s.Site.Label(), droppedWords(&s))
+				fmt.Fprintf(&b, "leak at %s: %s\n", s.Site.Label(), page.DroppedWords(&s))
 			}
 			// A growing site whose resource says what grows (the
 			// runtime build mode's HTTP client connections: a response
@@ -258,4 +260,20 @@ func tooEarly(cycles int, d time.Duration) string {
 		return fmt.Sprintf("about %v more needed", d.Round(time.Second))
 	}
 	return fmt.Sprintf("%d more GC cycle(s) and about %v needed", cycles, d.Round(time.Second))
+}
+
+// maxRunningLines bounds the "running now" lines of Report.WriteTo.
+const maxRunningLines = 10
+
+// writeRunning writes the callbacks running now, longest first, at most
+// maxRunningLines of them.
+func (r Report) writeRunning(b *bytes.Buffer) {
+	for i, c := range r.Running {
+		if i == maxRunningLines {
+			fmt.Fprintf(b, "running now: %d more\n", len(r.Running)-i)
+			break
+		}
+		fmt.Fprintf(b, "running now: %s %s:%d (%s) for %v\n", c.Site.Function, filepath.Base(c.Site.File), c.Site.Line,
+			c.Kind, c.For.Round(time.Millisecond))
+	}
 }

@@ -6,12 +6,12 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"time"
 
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/heapprofile"
+	"github.com/gcprobe/probe/internal/page"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -404,7 +404,7 @@ func siteLine(s *heapprofile.Site) string {
 // runtime's frames (a goroutine's runtime.goexit) left out: a user cannot
 // change them.
 func writeSiteStack(b *bytes.Buffer, s *heapprofile.Site) {
-	st := userFrames(s.Stack)
+	st := page.UserFrames(s.Stack)
 	for i, f := range st {
 		if i == 0 {
 			continue // the site itself
@@ -415,21 +415,4 @@ func writeSiteStack(b *bytes.Buffer, s *heapprofile.Site) {
 		}
 		fmt.Fprintf(b, "      %s %s:%d\n", f.Function, filepath.Base(f.File), f.Line)
 	}
-}
-
-// userFrames returns st without the runtime's frames.
-func userFrames(st []stackcapture.Frame) []stackcapture.Frame {
-	out := st[:0:0]
-	for _, f := range st {
-		if !runtimeFunc(f.Function) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// runtimeFunc reports whether fn is the runtime's own: package runtime or
-// its internal packages, not runtime/debug or runtime/pprof.
-func runtimeFunc(fn string) bool {
-	return strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "internal/runtime/") || strings.HasPrefix(fn, "runtime/internal/")
 }

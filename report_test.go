@@ -214,3 +214,29 @@ func TestReportNamesWhatAGrowingSiteLeaks(t *testing.T) {
 		}
 	}
 }
+
+// TestReportSaysDropped checks the Report's words for a dropped site: a
+// leak, in its class column and in a sentence after the table that gives
+// its whole label, as the page does.
+func TestReportSaysDropped(t *testing.T) {
+	r := probe.Report{
+		RuntimeMode: true,
+		Top: []finalizerwatch.SiteStats{{Kind: finalizerwatch.KindFinalizer, Resource: "os.File",
+			Site: stackcapture.Frame{Function: "main.main", File: "/src/main.go", Line: 34}, Counts: finalizerwatch.Counts{Registered: 20, Executed: 20, Dropped: 20}}},
+		Finalizers: finalizerwatch.Totals{Kind: finalizerwatch.KindFinalizer, Counts: finalizerwatch.Counts{Registered: 25, Executed: 25, Dropped: 23}},
+	}
+	s := r.String()
+	for _, w := range []string{
+		"runtime build mode: every registration in the binary is counted",
+		"main.main main.go:34 (os.File)  finalizer  dropped ",
+		"\nleak at main.main /src/main.go:34: 20 files dropped without Close, each held open until the GC found it: close them where they are opened, on every path (defer f.Close())\n",
+		"\nand 3 more dropped without Close at sites outside the top 1 (WithTopK shows more)\n",
+	} {
+		if !strings.Contains(s, w) {
+			t.Errorf("report lacks %q:\n%s", w, s)
+		}
+	}
+	if strings.Contains(s, "churn") {
+		t.Errorf("a dropped site reads as churn:\n%s", s)
+	}
+}

@@ -1,4 +1,11 @@
-package probe
+// Package logs decides and writes the probe's own log lines: a site
+// turning growing (and stopping), a file or connection dropped without
+// Close, a detector firing or clearing. Each log is fed the probe's one
+// read (the root package's per-cycle loop) or the sampler's events, and
+// writes through the probe's logger at Warn; each is bounded and
+// rate-limited, so that a paged SRE gets a line they can fix and silence
+// when nothing is wrong.
+package logs
 
 import (
 	"context"
@@ -48,8 +55,8 @@ const (
 	growingLinesPerCheck = 8
 )
 
-// growingLog decides which growing-site lines to log.
-type growingLog struct {
+// Growing decides which growing-site lines to log.
+type Growing struct {
 	every time.Duration
 	sites map[sitekey.Key]growingSite
 }
@@ -59,17 +66,19 @@ type growingSite struct {
 	grewAt  time.Time // when its last growing line was logged
 }
 
-func newGrowingLog(every time.Duration) *growingLog {
-	return &growingLog{every: every, sites: make(map[sitekey.Key]growingSite)}
+// NewGrowing returns a growing-site log that logs a growing line about
+// a site at most once per every.
+func NewGrowing(every time.Duration) *Growing {
+	return &Growing{every: every, sites: make(map[sitekey.Key]growingSite)}
 }
 
-// check logs, at now, a line for each site whose growing state differs
+// Check logs, at now, a line for each site whose growing state differs
 // from what its last line said (a site never logged was not growing),
 // within the rules above. It reads the top sites of sn; a growing site
 // that has left the top is taken to have stopped growing only when every
 // growing site of its kind is in the top (KindSnapshot.Growing), since
 // growing sites rank first.
-func (g *growingLog) check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time.Time) {
+func (g *Growing) Check(l *slog.Logger, sn *finalizerwatch.Snapshot, now time.Time) {
 	if sn.MoreCyclesNeeded > 0 || sn.MoreTimeNeeded > 0 {
 		return // too early: the Report says so, and the log is silent
 	}

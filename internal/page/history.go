@@ -1,4 +1,4 @@
-package probe
+package page
 
 import (
 	"sync"
@@ -10,35 +10,24 @@ import (
 )
 
 // The live page's history lives in the probe, not in the browser, so that
-// a reload keeps it: a ring of the last PageHistoryCycles rows, each one
-// GC cycle or the cycles of PageHistoryStep, with the heap, the GC's CPU share, both queues and the suspects of that
-// cycle's top sites, and a ring of the last PageEvents detector events.
+// a reload keeps it: a ring of the last HistoryCycles rows, each one
+// GC cycle or the cycles of HistoryStep, with the heap, the GC's CPU share, both queues and the suspects of that
+// cycle's top sites, and a ring of the last HistoryEvents detector events.
 // The per-cycle loop (cycles.go) records a cycle after each of its reads;
 // the page's JSON (page.go) copies the rings under the lock. Memory is
-// fixed once the rings are full: PageHistoryCycles rows of at most
+// fixed once the rings are full: HistoryCycles rows of at most
 // WithTopK sites each, whose strings are the ledger's own
 // (symbolized once per stack), so recording allocates nothing in the
 // steady state.
 
 const (
-	// PageHistoryCycles is how many GC cycles of history the probe keeps
-	// for the live page (/debug/gcprobe/): its charts and sparklines show
-	// at most this many points. A cycle is recorded when the probe's
-	// per-cycle read sees the runtime's GC count move; when several GC
-	// cycles end between two reads (a burst of forced GCs) the row
-	// stands for the last of them, while the pause chart, read from the
-	// runtime's own per-cycle record (debug.ReadGCStats), still has one
-	// point per cycle.
-	PageHistoryCycles = 120
-	// PageHistoryStep is the least time a row of the history stands for:
-	// on a server that runs fifty GC cycles a second, a row is the last
-	// cycle of each 2 s, so that the page's charts cover four minutes,
-	// not two seconds; on one that runs a cycle a minute, a row is a
-	// cycle, and the charts cover two hours.
-	PageHistoryStep = 2 * time.Second
-	// PageEvents is how many detector events (firing and cleared) the
-	// probe keeps for the live page.
-	PageEvents = 64
+	// HistoryCycles is probe.PageHistoryCycles: the rows kept.
+	HistoryCycles = 120
+	// HistoryStep is probe.PageHistoryStep: the least time a row stands
+	// for.
+	HistoryStep = 2 * time.Second
+	// HistoryEvents is probe.PageEvents: the detector events kept.
+	HistoryEvents = 64
 )
 
 // cycleRow is one GC cycle of the history.
@@ -65,26 +54,26 @@ type siteRow struct {
 	suspect uint64
 }
 
-// history is the probe's memory for the live page. Its methods are safe
+// History is the probe's memory for the live page. Its methods are safe
 // for concurrent use.
-type history struct {
+type History struct {
 	mu     sync.Mutex
-	rows   []cycleRow // ring, len PageHistoryCycles once full
+	rows   []cycleRow // ring, len HistoryCycles once full
 	next   int        // index the next row goes to, once full
 	events []memstats.Event
 	nextEv int
 }
 
-func newHistory() *history {
-	return &history{rows: make([]cycleRow, 0, PageHistoryCycles), events: make([]memstats.Event, 0, PageEvents)}
+func NewHistory() *History {
+	return &History{rows: make([]cycleRow, 0, HistoryCycles), events: make([]memstats.Event, 0, HistoryEvents)}
 }
 
-// record notes the cycle that ms describes, with the top sites of sn: a
+// Record notes the cycle that ms describes, with the top sites of sn: a
 // new row if the runtime's GC count moved since the last row and the last
-// row began at least PageHistoryStep ago, else an update of the last row
+// row began at least HistoryStep ago, else an update of the last row
 // (a later read of the same cycle knows more; a later cycle of the same
 // step stands for it).
-func (h *history) record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
+func (h *History) Record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
 	if ms.Samples == 0 || ms.Cycles == 0 {
 		return // the sampler has not read the runtime yet
 	}
@@ -92,7 +81,7 @@ func (h *history) record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
 	defer h.mu.Unlock()
 	var row *cycleRow
 	switch last := h.lastLocked(); {
-	case last != nil && (last.cycle == ms.Cycles || ms.Time.Sub(last.began) < PageHistoryStep):
+	case last != nil && (last.cycle == ms.Cycles || ms.Time.Sub(last.began) < HistoryStep):
 		row = last
 	case len(h.rows) < cap(h.rows):
 		h.rows = append(h.rows, cycleRow{})
@@ -115,7 +104,7 @@ func (h *history) record(sn *finalizerwatch.Snapshot, ms *memstats.Snapshot) {
 }
 
 // lastLocked returns the newest row, nil if none.
-func (h *history) lastLocked() *cycleRow {
+func (h *History) lastLocked() *cycleRow {
 	switch {
 	case len(h.rows) == 0:
 		return nil
@@ -125,9 +114,9 @@ func (h *history) lastLocked() *cycleRow {
 	return &h.rows[(h.next+len(h.rows)-1)%len(h.rows)]
 }
 
-// event notes a detector event. It runs on the sampler's goroutine
+// Event notes a detector event. It runs on the sampler's goroutine
 // (memstats.Sampler.Subscribe): a copy into the ring under the lock.
-func (h *history) event(e memstats.Event) {
+func (h *History) Event(e memstats.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.events) < cap(h.events) {
@@ -140,7 +129,7 @@ func (h *history) event(e memstats.Event) {
 
 // copyRows calls fn with each row, oldest first, under the lock: fn must
 // not keep the row's sites.
-func (h *history) eachRow(fn func(*cycleRow)) {
+func (h *History) eachRow(fn func(*cycleRow)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	start := 0
@@ -153,7 +142,7 @@ func (h *history) eachRow(fn func(*cycleRow)) {
 }
 
 // eachEvent calls fn with each event kept, oldest first, under the lock.
-func (h *history) eachEvent(fn func(*memstats.Event)) {
+func (h *History) eachEvent(fn func(*memstats.Event)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	start := 0
@@ -163,4 +152,16 @@ func (h *history) eachEvent(fn func(*memstats.Event)) {
 	for i := range h.events {
 		fn(&h.events[(start+i)%len(h.events)])
 	}
+}
+
+// FirstCycle is the GC cycle of the oldest row kept, 0 for none: the
+// cycle from which a document's pauses are read.
+func (h *History) FirstCycle() uint64 {
+	var first uint64
+	h.eachRow(func(c *cycleRow) {
+		if first == 0 {
+			first = c.cycle
+		}
+	})
+	return first
 }

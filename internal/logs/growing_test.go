@@ -1,4 +1,4 @@
-package probe
+package logs
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 func TestGrowingLogOncePerTransition(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, nil))
-	g := newGrowingLog(time.Minute)
+	g := NewGrowing(time.Minute)
 	leak := stackcapture.Frame{Function: "main.leak", File: "/src/main.go", Line: 34}
 	cache := stackcapture.Frame{Function: "main.cache", File: "/src/main.go", Line: 40}
 	type site struct {
@@ -84,7 +84,7 @@ func TestGrowingLogOncePerTransition(t *testing.T) {
 		if st.early {
 			sn.MoreCyclesNeeded = 2
 		}
-		g.check(l, sn, t0.Add(st.at))
+		g.Check(l, sn, t0.Add(st.at))
 		got := lines()
 		switch {
 		case st.want == nil && len(got) != 0:
@@ -106,20 +106,20 @@ func TestGrowingLogOncePerTransition(t *testing.T) {
 func TestGrowingLogAbsenceBeyondTop(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, nil))
-	g := newGrowingLog(time.Minute)
+	g := NewGrowing(time.Minute)
 	a := finalizerwatch.SiteStats{Kind: finalizerwatch.KindCleanup, Site: stackcapture.Frame{Function: "a", File: "/a.go", Line: 1}, Class: finalizerwatch.ClassGrowing, Growth: 5}
 	b := finalizerwatch.SiteStats{Kind: finalizerwatch.KindCleanup, Site: stackcapture.Frame{Function: "b", File: "/b.go", Line: 2}, Class: finalizerwatch.ClassGrowing, Growth: 9}
 	var sn finalizerwatch.Snapshot
 	sn.Kinds[finalizerwatch.KindCleanup].Top = []finalizerwatch.SiteStats{a}
 	sn.Kinds[finalizerwatch.KindCleanup].Growing = 2
 	t0 := time.Unix(0, 0)
-	g.check(l, &sn, t0)
+	g.Check(l, &sn, t0)
 	if n := strings.Count(buf.String(), "site growing"); n != 1 {
 		t.Fatalf("%d growing lines, want 1:\n%s", n, buf.String())
 	}
 	buf.Reset()
 	sn.Kinds[finalizerwatch.KindCleanup].Top = []finalizerwatch.SiteStats{b} // a beyond the top, 2 growing
-	g.check(l, &sn, t0.Add(time.Hour))
+	g.Check(l, &sn, t0.Add(time.Hour))
 	if s := buf.String(); strings.Contains(s, "stopped") || strings.Count(s, "site growing") != 1 || !strings.Contains(s, "site=\"b /b.go:2\"") {
 		t.Fatalf("want one growing line for b and no stop line for a:\n%s", s)
 	}
@@ -130,7 +130,7 @@ func TestGrowingLogAbsenceBeyondTop(t *testing.T) {
 func TestGrowingLogBounded(t *testing.T) {
 	var buf bytes.Buffer
 	l := slog.New(slog.NewTextHandler(&buf, nil))
-	g := newGrowingLog(time.Minute)
+	g := NewGrowing(time.Minute)
 	var sn finalizerwatch.Snapshot
 	ks := &sn.Kinds[finalizerwatch.KindFinalizer]
 	for i := range 3 * growingLinesPerCheck {
@@ -140,14 +140,34 @@ func TestGrowingLogBounded(t *testing.T) {
 	ks.Growing = len(ks.Top)
 	t0 := time.Unix(0, 0)
 	for i := range 3 {
-		g.check(l, &sn, t0.Add(time.Duration(i)*time.Second))
+		g.Check(l, &sn, t0.Add(time.Duration(i)*time.Second))
 		if n := strings.Count(buf.String(), "\n"); n != growingLinesPerCheck {
 			t.Fatalf("check %d logged %d lines, want %d", i, n, growingLinesPerCheck)
 		}
 		buf.Reset()
 	}
-	g.check(l, &sn, t0.Add(time.Hour))
+	g.Check(l, &sn, t0.Add(time.Hour))
 	if buf.Len() != 0 {
 		t.Fatalf("every site logged already, yet:\n%s", buf.String())
+	}
+}
+
+// TestGrowingCheckAllocatesNothing: the growing-site log's check of each
+// cycle's read, the per-cycle loop's work beside the page history's
+// record (internal/page's TestRecordAllocatesNothing), allocates nothing
+// once it knows the sites.
+func TestGrowingCheckAllocatesNothing(t *testing.T) {
+	g := NewGrowing(GrowingLogEvery)
+	l := slog.New(slog.DiscardHandler)
+	var sn finalizerwatch.Snapshot
+	for i := range 10 {
+		sn.Top = append(sn.Top, finalizerwatch.SiteStats{Kind: finalizerwatch.KindFinalizer,
+			Site: stackcapture.Frame{Function: "main.f", File: "/src/main.go", Line: i + 1}, Suspect: uint64(i), Class: finalizerwatch.ClassStable})
+	}
+	sn.Kinds[finalizerwatch.KindFinalizer].Top = sn.Top
+	now := time.Unix(0, 0)
+	g.Check(l, &sn, now)
+	if allocs := testing.AllocsPerRun(100, func() { g.Check(l, &sn, now) }); allocs != 0 {
+		t.Fatalf("%v allocations per check, want 0", allocs)
 	}
 }
