@@ -17,11 +17,11 @@ import (
 // JSON document (PageData), relative to the page.
 const (
 	PagePath     = "/debug/gcprobe/"
-	PageDataPath = page.DataPath
+	PageDataPath = page.DataPath // "data.json"
 )
 
 // PageSchema is the version of PageData's JSON.
-const PageSchema = page.Schema
+const PageSchema = page.Schema // 1
 
 // The history the probe keeps for the live page, in the probe, not in the
 // browser, so that a reload keeps it: a ring of the last
@@ -51,7 +51,9 @@ const (
 )
 
 // The live page's JSON document and its parts: PageData is the document
-// served at PageDataPath; the others are its fields' types.
+// served at PageDataPath; the others are its fields' types. They are
+// internal/page's types (Data, GC, ...), where each field's meaning, JSON
+// name and unit are documented.
 type (
 	// PageData is the live page's JSON document, served at PageDataPath
 	// under the page: the page renders it and nothing else; scripts and
