@@ -50,7 +50,7 @@ var noRedirect = &http.Client{
 // with one suspect count per history row, the history one row per cycle,
 // increasing, bounded, and the pauses one per cycle.
 func TestPageDataSchema(t *testing.T) {
-	line := testkit.MarkerLine(t, "growing_e2e_test.go", "grow-leak")
+	line := testkit.MarkerLine(t, "logs_test.go", "grow-leak")
 	w := newWatcher(t)
 	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0), probe.WithListenAddr("127.0.0.1:0"),
 		probe.WithLogger(slog.New(slog.DiscardHandler)))
@@ -134,8 +134,8 @@ func TestPageDataSchema(t *testing.T) {
 	if n := s.Suspects[len(s.Suspects)-1]; n == nil || *n == 0 {
 		t.Errorf("no suspects at the latest cycle: %v", n)
 	}
-	if len(s.Stack) == 0 || s.Stack[0].Line != line || !strings.HasSuffix(s.Stack[0].File, "growing_e2e_test.go") {
-		t.Errorf("stack %+v does not begin at growing_e2e_test.go:%d", s.Stack, line)
+	if len(s.Stack) == 0 || s.Stack[0].Line != line || !strings.HasSuffix(s.Stack[0].File, "logs_test.go") {
+		t.Errorf("stack %+v does not begin at logs_test.go:%d", s.Stack, line)
 	}
 	if len(d.History) > probe.PageHistoryCycles {
 		t.Errorf("%d rows of history, more than %d", len(d.History), probe.PageHistoryCycles)

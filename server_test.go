@@ -2,6 +2,7 @@ package probe_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -15,9 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gcprobe/probe"
+	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	"github.com/gcprobe/probe/internal/testkit"
 )
 
@@ -376,4 +379,284 @@ func sampleOpenConns(ctx context.Context, p *probe.Probe) (max *atomic.Int64, sa
 		}
 	}()
 	return max, done
+}
+
+// attack is how each of an attack's clients uses its connection: it sends
+// first, then next every every (never, if every is 0), reading what the
+// server answers, until the server closes the connection; then it
+// connects again.
+type attack struct {
+	clients int
+	first   string
+	next    string
+	every   time.Duration
+}
+
+// Clients that hold the listener's places without completing a request
+// delayed every scrape by seconds:
+//
+//   - slow body: a complete GET /metrics header with Content-Length:
+//     200000, then a byte a second. net/http read the body before
+//     answering, until the 10 s read timeout, and its connection, being
+//     active, was never evicted: scrapes waited up to 17 s with 64 clients.
+//   - slowloris: a header trickled a byte at a time. Each place was held
+//     for the header grace (1 s) and a scrape queued behind 200 such
+//     clients in the kernel's accept queue for 5 s.
+//   - one byte: "G" and nothing more, which gets past TCP_DEFER_ACCEPT:
+//     with 300 such clients a scrape took 6 s.
+//
+// With each attack going on, a scrape on a fresh connection is answered
+// within 2 s, and the listener holds at most MaxListenerConns.
+func TestListenerUnderAttack(t *testing.T) {
+	tests := []struct {
+		name string
+		give attack
+	}{
+		{"slow body", attack{
+			clients: 64,
+			first:   "GET /metrics HTTP/1.1\r\nHost: probe\r\nContent-Length: 200000\r\n\r\n",
+			next:    "a",
+			every:   time.Second,
+		}},
+		{"slowloris", attack{
+			clients: 200,
+			first:   "GET /metrics HTTP/1.1\r\nHost: probe\r\nX-Slow: ",
+			next:    "a",
+			every:   100 * time.Millisecond,
+		}},
+		{"one byte", attack{
+			clients: 300,
+			first:   "G",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { scrapeUnderAttack(t, tt.give) })
+	}
+}
+
+func scrapeUnderAttack(t *testing.T, a attack) {
+	const (
+		scrapes = 5
+		// What a scrape may take while the attack goes on: well under
+		// Prometheus's default 10 s scrape timeout.
+		bound = 2 * time.Second
+	)
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	addr := p.Addr().String()
+
+	// The attackers run until the test ends them (60 s at most,
+	// whatever happens).
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var connects atomic.Int64
+	for range a.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var d net.Dialer
+			for ctx.Err() == nil {
+				c, err := d.DialContext(ctx, "tcp", addr)
+				if err != nil {
+					select { // the accept queue may be full: pace the retry
+					case <-ctx.Done():
+					case <-time.After(10 * time.Millisecond):
+					}
+					continue
+				}
+				a.run(ctx, c, &connects)
+				c.Close()
+			}
+		}()
+	}
+	stopAttack := func() {
+		cancel()
+		wg.Wait()
+	}
+	defer stopAttack()
+
+	// Sample the open connections while the attack goes on.
+	maxConns, sampled := sampleOpenConns(ctx, p)
+
+	testkit.Poll(t, 30*time.Second, "every attacking client to connect and send", func() bool {
+		return connects.Load() >= int64(a.clients)
+	})
+
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer client.CloseIdleConnections()
+	var took []time.Duration
+	for i := range scrapes {
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/metrics")
+		d := time.Since(start)
+		if err != nil {
+			t.Fatalf("scrape %d with %d attacking clients: %v after %v (earlier scrapes: %v)", i, a.clients, err, d.Round(time.Millisecond), took)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("scrape %d: %s", i, resp.Status)
+		}
+		took = append(took, d)
+		if d > bound {
+			// One is enough: the others would only make the test longer.
+			t.Fatalf("scrape %d took %v with %d attacking clients, want under %v (scrapes: %v)", i, d.Round(time.Millisecond), a.clients, bound, took)
+		}
+	}
+	made := connects.Load()
+	stopAttack()
+	<-sampled
+	t.Logf("%d attacking clients (%d connections made): scrapes took %v; at most %d connections open",
+		a.clients, made, took, maxConns.Load())
+	if m := maxConns.Load(); m > probe.MaxListenerConns {
+		t.Errorf("%d connections open at once, cap %d", m, probe.MaxListenerConns)
+	}
+}
+
+// run is one attacking client on connection c: it counts the connection
+// once its first bytes are sent, and returns when the server closes c or
+// ctx ends.
+func (a attack) run(ctx context.Context, c net.Conn, connects *atomic.Int64) {
+	unhook := context.AfterFunc(ctx, func() { c.Close() })
+	defer unhook()
+	if _, err := io.WriteString(c, a.first); err != nil {
+		return
+	}
+	connects.Add(1)
+	buf := make([]byte, 512)
+	for {
+		if a.every > 0 {
+			// The read's deadline paces what the client sends.
+			c.SetReadDeadline(time.Now().Add(a.every))
+		}
+		_, err := c.Read(buf)
+		switch {
+		case err == nil:
+			// An answer: read on until the server closes.
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if _, err := io.WriteString(c, a.next); err != nil {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// getDelta GETs url and returns the status and body.
+func getDelta(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, body
+}
+
+// The listener serves both profiles' deltas, and refuses seconds that
+// are not below its write timeout.
+func TestListenerServesDeltas(t *testing.T) {
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	base := "http://" + p.Addr().String()
+	if probe.ProfilePath != pprofexporter.FinalizersPath || probe.AllocsProfilePath != pprofexporter.AllocsPath {
+		t.Fatalf("the probe's paths %s, %s are not pprofexporter's", probe.ProfilePath, probe.AllocsProfilePath)
+	}
+	for _, path := range []string{probe.ProfilePath, probe.AllocsProfilePath} {
+		code, body := getDelta(t, base+path+"?seconds=1")
+		if code != http.StatusOK {
+			t.Fatalf("%s?seconds=1: %d %s", path, code, body)
+		}
+		prof, err := profile.Parse(bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("%s?seconds=1: %v", path, err)
+		}
+		if err := prof.CheckValid(); err != nil || prof.DurationNanos != time.Second.Nanoseconds() {
+			t.Errorf("%s?seconds=1: valid %v, duration %d", path, err, prof.DurationNanos)
+		}
+		code, body = getDelta(t, base+path+"?seconds=30")
+		if code != http.StatusBadRequest || !strings.Contains(string(body), "WriteTimeout of 30s") {
+			t.Errorf("%s?seconds=30: %d %s, want 400 naming the write timeout", path, code, body)
+		}
+	}
+}
+
+// Stop ends a delta that waits, at once, with 503: it does not wait for
+// the delta's seconds.
+func TestStopEndsDelta(t *testing.T) {
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	type answer struct {
+		code int
+		body string
+	}
+	done := make(chan answer, 1)
+	go func() {
+		res, err := http.Get("http://" + p.Addr().String() + probe.ProfilePath + "?seconds=25")
+		if err != nil {
+			done <- answer{body: err.Error()}
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		done <- answer{res.StatusCode, string(b)}
+	}()
+	testkit.Poll(t, 10*time.Second, "the delta to wait", func() bool {
+		buf := make([]byte, 1<<20)
+		return bytes.Contains(buf[:runtime.Stack(buf, true)], []byte("exporters/pprof.(*handler).serveDelta"))
+	})
+	at := time.Now()
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(at); d > 3*time.Second {
+		t.Errorf("Stop took %v with a delta waiting", d)
+	}
+	select {
+	case a := <-done:
+		if a.code != http.StatusServiceUnavailable || !strings.Contains(a.body, "stopping") {
+			t.Errorf("the waiting delta answered %d %q, want 503 saying the probe stops", a.code, a.body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the delta still waits after Stop")
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// A delta longer than the listener's read timeout (10 s) is served:
+// continuous profilers ask for their scrape interval less a second, 14 s
+// by default for Grafana Alloy.
+func TestDeltaOutlastsReadTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits 11 s")
+	}
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	code, body := getDelta(t, "http://"+p.Addr().String()+probe.ProfilePath+"?seconds=11")
+	if code != http.StatusOK {
+		t.Fatalf("?seconds=11: %d %s", code, body)
+	}
+	http.DefaultClient.CloseIdleConnections()
 }

@@ -14,7 +14,48 @@ import (
 	"github.com/gcprobe/probe"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/internal/testkit"
+	"github.com/gcprobe/probe/memstats"
 )
+
+// Without WithLogger, detector events go to slog's default logger, at
+// Warn; with it, to the logger given, and nothing to the default.
+func TestDetectorEventsAreLogged(t *testing.T) {
+	var def, own testkit.SyncBuffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&def, nil)))
+	t.Cleanup(func() { slog.SetDefault(old) })
+
+	start := func(opts ...probe.Option) *probe.Probe {
+		t.Helper()
+		opts = append(opts, probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+			probe.WithInterval(10*time.Millisecond),
+			probe.WithSamplerOptions(memstats.WithForcedGC(0.001), memstats.WithCauseHysteresis(0, 0))) // one forced cycle fires it, at once
+		p, err := probe.Start(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const line = `level=WARN msg="gcprobe: detector firing" detector=forced_gc value=`
+
+	p := start()
+	testkit.AwaitGC(t, 10*time.Second, "forced_gc in slog's default logger", func() bool {
+		return strings.Contains(def.String(), line)
+	})
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	n := len(def.String())
+	p = start(probe.WithLogger(slog.New(slog.NewTextHandler(&own, nil))))
+	defer p.Stop()
+	testkit.AwaitGC(t, 10*time.Second, "forced_gc in the given logger", func() bool {
+		return strings.Contains(own.String(), line)
+	})
+	if got := def.String()[n:]; strings.Contains(got, "gcprobe") {
+		t.Fatalf("the default logger got, with WithLogger given:\n%s", got)
+	}
+}
 
 type growObj struct{ _ [32]byte }
 
@@ -37,7 +78,7 @@ func growLeak(w *finalizerwatch.Watcher, n int) {
 // one line every GC cycle logs, through its logger, one Warn line naming
 // that line as growing, and no second one while it keeps growing.
 func TestGrowingLogNamesPlantedLeak(t *testing.T) {
-	line := testkit.MarkerLine(t, "growing_e2e_test.go", "grow-leak")
+	line := testkit.MarkerLine(t, "logs_test.go", "grow-leak")
 	var buf testkit.SyncBuffer
 	w := newWatcher(t)
 	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(w), probe.WithSuspectAge(0),
@@ -47,7 +88,7 @@ func TestGrowingLogNamesPlantedLeak(t *testing.T) {
 	}
 	defer p.Stop()
 	t.Cleanup(func() { grownMu.Lock(); grown = nil; grownMu.Unlock() })
-	want := fmt.Sprintf("growing_e2e_test.go:%d", line)
+	want := fmt.Sprintf("logs_test.go:%d", line)
 	testkit.Poll(t, 60*time.Second, "a growing line naming the planted leak", func() bool {
 		growLeak(w, 10)
 		runtime.GC()
