@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/gcprobe/probe"
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	promexporter "github.com/gcprobe/probe/exporters/prometheus"
 	"github.com/gcprobe/probe/finalizerwatch"
@@ -518,6 +520,37 @@ func BenchmarkProfile(b *testing.B) {
 				if err := pprofexporter.Write(io.Discard, w); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// BenchmarkPageData builds and encodes the live page's JSON document, as
+// each refresh of /debug/gcprobe/ asks for it every two seconds: the
+// probe's one read (the ledger's top sites with their stacks, the
+// sampler, the causes of GC work) and the document with every counter of
+// every top site.
+func BenchmarkPageData(b *testing.B) {
+	for _, l := range ledgerShapes {
+		b.Run(l.name(), func(b *testing.B) {
+			w := plantLedger(b, l)
+			p, err := probe.New(probe.WithWatcher(w), probe.WithRegisterer(prometheus.NewRegistry()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := p.PageHandler()
+			req := httptest.NewRequest("GET", probe.PagePath+probe.PageDataPath, nil)
+			serve := func() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != 200 {
+					b.Fatalf("data.json: %d %s", rec.Code, rec.Body)
+				}
+			}
+			serve()
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
 			}
 		})
 	}
