@@ -97,15 +97,28 @@ func BenchmarkRuntimeModeOpenCloseDeep(b *testing.B) {
 // BenchmarkRuntimeModeGoUser is a go statement of the program's, whose
 // goroutine returns at once: in the runtime mode, the go statement's hook
 // finds the statement's class in its table and returns it as the origin.
+// The goroutines are waited for every goBatch statements: unbounded, the
+// loop makes goroutines faster than the other P runs them, thousands wait
+// runnable, and the time per statement follows how deep that backlog
+// grows (fresh stacks once the free list is empty), from one run to the
+// next of one binary, by more than twice.
 func BenchmarkRuntimeModeGoUser(b *testing.B) {
 	attachForBench(b)
 	var wg sync.WaitGroup
+	n := 0
 	for b.Loop() {
 		wg.Add(1)
 		go wg.Done()
+		if n++; n%goBatch == 0 {
+			wg.Wait()
+		}
 	}
 	wg.Wait()
 }
+
+// goBatch is how many goroutines the go statement benchmarks start
+// before they wait for them.
+const goBatch = 64
 
 // BenchmarkRuntimeModeGoStd is a go statement of the standard library's,
 // made on a goroutine of the program's: context.AfterFunc on a context
@@ -117,9 +130,13 @@ func BenchmarkRuntimeModeGoStd(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var wg sync.WaitGroup
+	n := 0
 	for b.Loop() {
 		wg.Add(1)
 		context.AfterFunc(ctx, wg.Done)
+		if n++; n%goBatch == 0 {
+			wg.Wait()
+		}
 	}
 	wg.Wait()
 }
