@@ -18,7 +18,7 @@ import (
 // removed, without a new version. Durations are in seconds, sizes in
 // bytes, times RFC 3339.
 type Data struct {
-	// Schema is Schema.
+	// Schema is Schema (probe.PageSchema).
 	Schema int `json:"schema"`
 	// Time is when the document was built.
 	Time time.Time `json:"time"`
