@@ -64,6 +64,7 @@ type History struct {
 	nextEv int
 }
 
+// NewHistory returns an empty history, its rings allocated.
 func NewHistory() *History {
 	return &History{rows: make([]cycleRow, 0, HistoryCycles), events: make([]memstats.Event, 0, HistoryEvents)}
 }
