@@ -44,13 +44,7 @@ func rawScrape(c net.Conn, br *bufio.Reader) (*http.Response, error) {
 // many clients connect, the goroutines stay bounded with them, and every
 // scrape still gets its answer.
 func TestListenerBoundsConnections(t *testing.T) {
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
-		probe.WithListenAddr("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
-	addr := p.Addr().String()
+	p, addr := startListening(t)
 	dial := func() net.Conn {
 		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
@@ -213,12 +207,7 @@ func silentClientsScrape(t *testing.T, deferAccept bool) {
 // up to 256 KiB of it first, until the read timeout (10 s) for a client
 // that sends it slowly, holding the connection's place all along.
 func TestListenerRefusesRequestWithBodyAtOnce(t *testing.T) {
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
-		probe.WithListenAddr("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p, _ := startListening(t)
 	// Well under the listener's 10 s read timeout, and generous for a
 	// busy machine.
 	const bound = 3 * time.Second
@@ -362,13 +351,7 @@ func scrapeUnderAttack(t *testing.T, a attack) {
 	if bound == 0 {
 		bound = 2 * time.Second
 	}
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
-		probe.WithListenAddr("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
-	addr := p.Addr().String()
+	p, addr := startListening(t)
 
 	// The attackers run until the test ends them (60 s at most,
 	// whatever happens).
@@ -487,12 +470,7 @@ func getDelta(t *testing.T, url string) (int, []byte) {
 // The listener serves both profiles' deltas, and refuses seconds that
 // are not below its write timeout.
 func TestListenerServesDeltas(t *testing.T) {
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
-		probe.WithListenAddr("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p, _ := startListening(t)
 	base := "http://" + p.Addr().String()
 	if probe.ProfilePath != pprofexporter.FinalizersPath || probe.AllocsProfilePath != pprofexporter.AllocsPath {
 		t.Fatalf("the probe's paths %s, %s are not pprofexporter's", probe.ProfilePath, probe.AllocsProfilePath)
@@ -519,12 +497,7 @@ func TestListenerServesDeltas(t *testing.T) {
 // Stop ends a delta that waits, at once, with 503: it does not wait for
 // the delta's seconds.
 func TestStopEndsDelta(t *testing.T) {
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
-		probe.WithListenAddr("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p, _ := startListening(t)
 	type answer struct {
 		code int
 		body string
@@ -569,15 +542,24 @@ func TestDeltaOutlastsReadTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits 11 s")
 	}
-	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
-		probe.WithListenAddr("127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
+	p, _ := startListening(t)
 	code, body := getDelta(t, "http://"+p.Addr().String()+probe.ProfilePath+"?seconds=11")
 	if code != http.StatusOK {
 		t.Fatalf("?seconds=11: %d %s", code, body)
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// startListening starts a probe with a watcher of its own that serves on
+// a loopback port of its own (WithListenAddr), stopped when the test ends,
+// and returns it and its address.
+func startListening(t *testing.T) (*probe.Probe, string) {
+	t.Helper()
+	p, err := probe.Start(probe.WithRegisterer(prometheus.NewRegistry()), probe.WithWatcher(newWatcher(t)),
+		probe.WithListenAddr("127.0.0.1:0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Stop() })
+	return p, p.Addr().String()
 }

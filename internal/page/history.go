@@ -128,30 +128,30 @@ func (h *History) Event(e memstats.Event) {
 	h.nextEv = (h.nextEv + 1) % len(h.events)
 }
 
-// copyRows calls fn with each row, oldest first, under the lock: fn must
+// eachRow calls fn with each row, oldest first, under the lock: fn must
 // not keep the row's sites.
 func (h *History) eachRow(fn func(*cycleRow)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	start := 0
-	if len(h.rows) == cap(h.rows) {
-		start = h.next
-	}
-	for i := range h.rows {
-		fn(&h.rows[(start+i)%len(h.rows)])
-	}
+	eachInRing(h.rows, h.next, fn)
 }
 
 // eachEvent calls fn with each event kept, oldest first, under the lock.
 func (h *History) eachEvent(fn func(*memstats.Event)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	eachInRing(h.events, h.nextEv, fn)
+}
+
+// eachInRing calls fn with each element of ring, oldest first: a ring is
+// filled by append up to its capacity, then overwritten from next on.
+func eachInRing[T any](ring []T, next int, fn func(*T)) {
 	start := 0
-	if len(h.events) == cap(h.events) {
-		start = h.nextEv
+	if len(ring) == cap(ring) {
+		start = next
 	}
-	for i := range h.events {
-		fn(&h.events[(start+i)%len(h.events)])
+	for i := range ring {
+		fn(&ring[(start+i)%len(ring)])
 	}
 }
 
