@@ -45,8 +45,12 @@ type Counts struct {
 // Counter describes one of the Counts to the ledger's readers: the
 // Prometheus exporter's per-site series, the pprof profile's sample types,
 // the Report's columns and the leak-report spans' attributes are made from
-// Counters, in its order. A counter added to Counts and to the list of
-// Counters reaches every one of them.
+// Counters, in its order, and so are the live page's columns. A counter
+// added to Counts and to the list of Counters reaches every one of them:
+// one of something rare is a field of Counts, a row of counters marked
+// rare (kept in an entry's rare table, at no cost to an entry that never
+// counts it) and a call of site.addRare where it happens, and its line in
+// docs/metrics.md (RanAfterStop took those four files, its test included).
 type Counter struct {
 	// Name is the counter's name in snake case ("registered",
 	// "cleared_outside"): the Prometheus series
