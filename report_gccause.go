@@ -11,7 +11,6 @@ import (
 	pprofexporter "github.com/gcprobe/probe/exporters/pprof"
 	"github.com/gcprobe/probe/finalizerwatch"
 	"github.com/gcprobe/probe/heapprofile"
-	"github.com/gcprobe/probe/internal/page"
 	"github.com/gcprobe/probe/memstats"
 	"github.com/gcprobe/probe/stackcapture"
 )
@@ -404,7 +403,7 @@ func siteLine(s *heapprofile.Site) string {
 // runtime's frames (a goroutine's runtime.goexit) left out: a user cannot
 // change them.
 func writeSiteStack(b *bytes.Buffer, s *heapprofile.Site) {
-	st := page.UserFrames(s.Stack)
+	st := s.UserStack()
 	for i, f := range st {
 		if i == 0 {
 			continue // the site itself

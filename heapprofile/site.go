@@ -37,6 +37,20 @@ func isRuntime(f stackcapture.Frame) bool {
 	return dir == "runtime" || strings.HasSuffix(dir, "/src/runtime")
 }
 
+// UserStack returns the site's Stack without the runtime's frames (a
+// goroutine's runtime.goexit; a function the runtime implements under
+// another package's name): the frames a person can change, as the Report
+// and the live page show a site's callers.
+func (s *Site) UserStack() []stackcapture.Frame {
+	out := s.Stack[:0:0]
+	for _, f := range s.Stack {
+		if !isRuntime(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // isStdInternal reports whether pkg is one of the standard library's
 // internal or vendored packages (internal/sync, net/http/internal,
 // vendor/golang.org/x/net/...): code no one outside the standard library

@@ -3,6 +3,7 @@ package heapprofile
 import (
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -273,5 +274,27 @@ func TestIsStdInternal(t *testing.T) {
 		if got := isStdInternal(tt.give); got != tt.want {
 			t.Errorf("isStdInternal(%q) = %v, want %v", tt.give, got, tt.want)
 		}
+	}
+}
+
+// UserStack keeps a site's frames in order without the runtime's: package
+// runtime's (goexit) and one the runtime implements under another
+// package's name, which its file in the runtime's folder tells.
+func TestUserStack(t *testing.T) {
+	s := Site{Stack: []stackcapture.Frame{
+		{Function: "main.handle", File: "/src/app/main.go", Line: 10},
+		{Function: "reflect.unsafe_New", File: "/usr/local/go/src/runtime/malloc.go", Line: 1},
+		{Function: "net/http.(*conn).serve", File: "/usr/local/go/src/net/http/server.go", Line: 2},
+		{Function: "runtime.goexit", File: "/usr/local/go/src/runtime/asm_amd64.s", Line: 3},
+	}}
+	var got []string
+	for _, f := range s.UserStack() {
+		got = append(got, f.Function)
+	}
+	if want := []string{"main.handle", "net/http.(*conn).serve"}; !slices.Equal(got, want) {
+		t.Errorf("UserStack = %q, want %q", got, want)
+	}
+	if len(s.Stack) != 4 {
+		t.Errorf("UserStack changed the site's Stack: %d frames", len(s.Stack))
 	}
 }

@@ -464,7 +464,7 @@ func heapSitesOf(sites []heapprofile.Site) []HeapSite {
 			path = cut(s.PathString())
 		}
 		out = append(out, HeapSite{Site: s.Label(), Path: path, AllocBytesPerSecond: s.AllocBytesPerSecond,
-			InUseBytes: s.InUseBytes, GrownBytes: s.GrownBytes, GrowingFor: s.GrowingFor, Stack: stackOf(UserFrames(s.Stack))})
+			InUseBytes: s.InUseBytes, GrownBytes: s.GrownBytes, GrowingFor: s.GrowingFor, Stack: stackOf(s.UserStack())})
 	}
 	return out
 }

@@ -2,10 +2,8 @@ package page
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/gcprobe/probe/finalizerwatch"
-	"github.com/gcprobe/probe/stackcapture"
 )
 
 // What the page's badge and the Report's class column say of a site, and
@@ -97,21 +95,4 @@ func Words(s *finalizerwatch.SiteStats) string {
 		return w
 	}
 	return s.Leak
-}
-
-// UserFrames returns st without the runtime's frames.
-func UserFrames(st []stackcapture.Frame) []stackcapture.Frame {
-	out := st[:0:0]
-	for _, f := range st {
-		if !runtimeFunc(f.Function) {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// runtimeFunc reports whether fn is the runtime's own: package runtime or
-// its internal packages, not runtime/debug or runtime/pprof.
-func runtimeFunc(fn string) bool {
-	return strings.HasPrefix(fn, "runtime.") || strings.HasPrefix(fn, "internal/runtime/") || strings.HasPrefix(fn, "runtime/internal/")
 }
