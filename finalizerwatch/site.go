@@ -135,7 +135,7 @@ type site struct {
 // maxRare is how many rare counters a rare table holds: one cache line.
 const maxRare = 8
 
-// rareCounts is an entry's rare table, indexed by Counter.slot.
+// rareCounts is an entry's rare table, indexed by slot (rareSlot).
 type rareCounts [maxRare]atomic.Uint64
 
 // addRare adds n to the entry's rare counter in slot (rareSlot), and
@@ -354,8 +354,8 @@ func (s *site) countsLocked(cur uint32) Counts {
 	doneN += r.oldDone.Load() + uint64(int64(r.doneWraps.Load()))<<32
 	c := Counts{Executed: s.executed.Load()}
 	if rare := s.rare.Load(); rare != nil {
-		for _, k := range rareCounters {
-			*c.at(k.index) = rare[k.slot].Load()
+		for slot, i := range rareCounters {
+			*c.at(i) = rare[slot].Load()
 		}
 	}
 	if s.kind == KindCleanup {

@@ -85,11 +85,8 @@ type Counter struct {
 	// a field of its own: a new counter of something seldom seen is a row
 	// here with rare set and a call of site.addRare where it happens, and
 	// takes no room in an entry that never sees it (the entry is full:
-	// TestSiteNodeSize). slot is its index in the table, set by init.
+	// TestSiteNodeSize).
 	rare bool
-	slot int8
-	// index is the counter's place in Counters and so in Counts (at).
-	index int
 }
 
 // counters is the list Counters returns.
@@ -110,20 +107,10 @@ var counters = completeCounters([NumCounters]Counter{
 		Help: "Finalizers or cleanups registered at the site through the watcher that have neither run nor been cleared."},
 })
 
-// completeCounters completes the rows of counters: each one's index and
-// Value, and the rare ones' slots.
+// completeCounters completes the rows of counters: each one's Value.
 func completeCounters(cs [NumCounters]Counter) [NumCounters]Counter {
-	var slot int8
 	for i := range cs {
-		cs[i].index = i
 		cs[i].Value = func(c *Counts) uint64 { return *c.at(i) }
-		if cs[i].rare {
-			cs[i].slot = slot
-			slot++
-		}
-	}
-	if slot > maxRare {
-		panic("finalizerwatch: more rare counters than a rare table holds (maxRare)")
 	}
 	return cs
 }
@@ -141,22 +128,27 @@ var (
 	_ [NumCounters*unsafe.Sizeof(uint64(0)) - unsafe.Sizeof(Counts{})]struct{}
 )
 
-// rareCounters are the rare rows of counters, in their slots' order.
-var rareCounters = func() []*Counter {
-	var rare []*Counter
+// rareCounters are the indexes in counters (and in Counts) of the rare
+// rows, in order: a rare counter's slot in an entry's rare table is its
+// place here.
+var rareCounters = func() []int {
+	var rare []int
 	for i := range counters {
 		if counters[i].rare {
-			rare = append(rare, &counters[i])
+			rare = append(rare, i)
 		}
+	}
+	if len(rare) > maxRare {
+		panic("finalizerwatch: more rare counters than a rare table holds (maxRare)")
 	}
 	return rare
 }()
 
 // rareSlot is the slot of the rare counter named name, for site.addRare.
 func rareSlot(name string) int {
-	for _, c := range rareCounters {
-		if c.Name == name {
-			return int(c.slot)
+	for slot, i := range rareCounters {
+		if counters[i].Name == name {
+			return slot
 		}
 	}
 	panic("finalizerwatch: no rare counter " + name)
