@@ -437,10 +437,13 @@ func SiteOf(s *finalizerwatch.SiteStats, rows int) Site {
 	}
 }
 
-// counters is Data.Counters: finalizerwatch.Counters, described.
+// ledgerCounters are finalizerwatch.Counters, read once.
+var ledgerCounters = finalizerwatch.Counters()
+
+// counters is Data.Counters: ledgerCounters, described.
 var counters = func() []Counter {
 	var out []Counter
-	for _, c := range finalizerwatch.Counters() {
+	for _, c := range ledgerCounters {
 		out = append(out, Counter{Name: c.Name, Help: c.Help, Gauge: c.Gauge, Sparse: c.Sparse, Resource: c.Resource})
 	}
 	return out
@@ -449,8 +452,8 @@ var counters = func() []Counter {
 // countsOf is c's counters, in counters' order.
 func countsOf(c *finalizerwatch.Counts) []uint64 {
 	out := make([]uint64, 0, finalizerwatch.NumCounters)
-	for _, k := range finalizerwatch.Counters() {
-		out = append(out, k.Value(c))
+	for i := range ledgerCounters {
+		out = append(out, ledgerCounters[i].Value(c))
 	}
 	return out
 }
