@@ -116,14 +116,11 @@
   function counterColumns(d) {
     var cols = [];
     d.counters.forEach(function (c, i) {
-      if (!c.sparse || (c.resource && d.runtime_mode) || d.sites.some(function (s) { return count(s, c, i) > 0; }))
+      if (!c.sparse || (c.resource && d.runtime_mode) || d.sites.some(function (s) { return s.counts[i] > 0; }))
         cols.push({ counter: c, index: i });
     });
     return cols;
   }
-  // count is site s's counter c, the i-th: from its counts, or from its
-  // field of that name in a document that has none.
-  function count(s, c, i) { return s.counts ? s.counts[i] : s[c.name]; }
 
   // renderHead draws the sites table's header, and returns its number of
   // columns.
@@ -160,7 +157,7 @@
       tr.appendChild(el("td", v, "verdict " + v));
       tr.appendChild(el("td", s.class === "growing" ? "+" + s.growth : "-"));
       cols.forEach(function (k) {
-        var v = count(s, k.counter, k.index);
+        var v = s.counts[k.index];
         tr.appendChild(el("td", v, k.counter.resource && v ? "dropped" : ""));
       });
       tr.appendChild(el("td", s.suspect));
